@@ -1,0 +1,112 @@
+"""Fixtures for the molecule verifier: the cluster as the controller sees it.
+
+Ports come from the one port table in roles/ray_defaults/defaults/main.yml; addresses and the
+debug mode from the molecule inventory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import testinfra
+import yaml
+from ray.job_submission import JobStatus, JobSubmissionClient
+
+PROJECT = Path(__file__).resolve().parents[3]
+JOBS = Path(__file__).parent / "jobs"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    mode: str
+    head_ip: str
+    worker_ips: dict[str, str]
+    ports: dict[str, int | str]
+    debugger_range: range
+    artifacts: Path
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://{self.head_ip}:{self.ports['dashboard']}"
+
+    @property
+    def gcs(self) -> str:
+        return f"{self.head_ip}:{self.ports['gcs']}"
+
+
+def _host(name: str) -> testinfra.host.Host:
+    return testinfra.get_host(
+        f"ansible://{name}", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"]
+    )
+
+
+def _address(host: testinfra.host.Host) -> str:
+    facts = host.ansible("setup", "gather_subset=network", check=False)["ansible_facts"]
+    return facts["ansible_default_ipv4"]["address"]
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    head = _host("rc-head")
+    variables = head.ansible.get_variables()
+    defaults = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())
+    low, high = (int(port) for port in variables["ray_debugger_port_range"].split("-"))
+    return Cluster(
+        mode=variables["debug_mode"],
+        head_ip=_address(head),
+        worker_ips={name: _address(_host(name)) for name in ("rc-worker1", "rc-worker2")},
+        ports=defaults["ray_ports"],
+        debugger_range=range(low, high + 1),
+        artifacts=Path(variables["ray_artifacts_dir"]),
+    )
+
+
+@pytest.fixture(scope="session")
+def host_of() -> Callable[[str], testinfra.host.Host]:
+    return _host
+
+
+@pytest.fixture(scope="session")
+def outsider() -> testinfra.host.Host:
+    return _host("rc-outsider")
+
+
+@pytest.fixture(scope="session")
+def jobs(cluster: Cluster) -> JobSubmissionClient:
+    return JobSubmissionClient(cluster.dashboard)
+
+
+@pytest.fixture
+def submit(jobs: JobSubmissionClient, cluster: Cluster) -> Iterator:
+    """Submit a job script from jobs/ with the cluster's runtime_env.yaml; stop it afterwards."""
+    submitted: list[str] = []
+
+    def _submit(script: str, *args: str) -> str:
+        runtime_env = yaml.safe_load((cluster.artifacts / "runtime_env.yaml").read_text())
+        runtime_env["working_dir"] = str(JOBS)
+        job_id = jobs.submit_job(
+            entrypoint=" ".join(["python", script, *args]), runtime_env=runtime_env
+        )
+        submitted.append(job_id)
+        return job_id
+
+    yield _submit
+    for job_id in submitted:
+        jobs.stop_job(job_id)
+
+
+def wait_for_job(jobs: JobSubmissionClient, job_id: str, timeout: float = 180) -> JobStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = jobs.get_job_status(job_id)
+        if status.is_terminal():
+            return status
+        time.sleep(1)
+    raise TimeoutError(
+        f"job {job_id} still {status} after {timeout} s: {jobs.get_job_logs(job_id)}"
+    )

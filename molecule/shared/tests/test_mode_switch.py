@@ -1,0 +1,84 @@
+"""Re-running cluster-up with the other debug mode switches in place: only Ray restarts.
+
+Runs the operator's command against the molecule inventory, to the other mode and back, and
+checks which tasks changed. Timings are recorded next to the runbook, never asserted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import PROJECT, Cluster
+from test_debugger import ROUND_TRIPS
+
+OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy"}
+# A mode switch may rewrite Ray's environment and unit and restart it on the nodes, and
+# rewrite the runbook on the controller; nothing else.
+SWITCH_TASKS = {
+    "Write the Ray environment",
+    "Install the Ray unit",
+    "Give login shells the debug mode",
+    "Restart the Ray service",
+    "Write the runbook",
+}
+
+
+def cluster_up(debug_mode: str) -> tuple[set[str], float]:
+    """Run cluster-up.yml with `-e debug_mode=...`; the names of changed tasks and seconds."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    started = time.monotonic()
+    run = subprocess.run(
+        [
+            "ansible-playbook",
+            "-i",
+            os.environ["MOLECULE_INVENTORY_FILE"],
+            str(PROJECT / "molecule/shared/converge.yml"),
+            "-e",
+            f"debug_mode={debug_mode}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    report = json.loads(run.stdout)
+    changed = {
+        task["task"]["name"].split(" : ", 1)[-1]
+        for play in report["plays"]
+        for task in play["tasks"]
+        if any(result.get("changed") for result in task["hosts"].values())
+    }
+    return changed, elapsed
+
+
+def record(cluster: Cluster, what: str, seconds: float) -> None:
+    with Path(cluster.artifacts, "timings.jsonl").open("a") as timings:
+        timings.write(json.dumps({"what": what, "seconds": round(seconds, 1)}) + "\n")
+
+
+def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
+    cluster: Cluster, submit, jobs, outsider
+) -> None:
+    other = OTHER_MODE[cluster.mode]
+
+    try:
+        changed, seconds = cluster_up(other)
+        record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
+        assert changed and changed <= SWITCH_TASKS
+        ROUND_TRIPS[other](dataclasses.replace(cluster, mode=other), submit, jobs, outsider)
+    finally:
+        # Later tests expect the scenario's own mode.
+        changed, seconds = cluster_up(cluster.mode)
+    record(cluster, f"mode switch {other} -> {cluster.mode}", seconds)
+    assert changed and changed <= SWITCH_TASKS
+
+    unchanged, seconds = cluster_up(cluster.mode)
+    record(cluster, "no-op re-run", seconds)
+    assert unchanged == set()

@@ -1,0 +1,78 @@
+"""Every node runs Ray under systemd, in the scenario's debug mode and nothing else."""
+
+from __future__ import annotations
+
+import pytest
+
+testinfra_hosts = ["ansible://ray_cluster"]
+
+MODE_ENV = {
+    "post_mortem": {"RAY_DEBUG_POST_MORTEM": "1"},
+    "legacy": {"RAY_DEBUG": "legacy"},
+    "off": {},
+}
+
+
+PINNED_FLAGS = {
+    "node-manager-port": "node_manager",
+    "object-manager-port": "object_manager",
+    "runtime-env-agent-port": "runtime_env_agent",
+    "dashboard-agent-grpc-port": "dashboard_agent_grpc",
+    "dashboard-agent-listen-port": "dashboard_agent_http",
+    "metrics-export-port": "metrics_export",
+}
+
+
+def span(spec: int | str) -> tuple[int, int]:
+    low, _, high = str(spec).partition("-")
+    return int(low), int(high or low)
+
+
+def test_ray_runs_under_systemd_and_starts_at_boot(host) -> None:
+    service = host.service("ray")
+    assert service.is_running
+    assert service.is_enabled
+
+
+def test_environment_carries_only_this_modes_debugger(host, cluster) -> None:
+    environment = host.file("/etc/ray-cluster/ray.env").content_string
+    exec_start = host.check_output("systemctl show ray -p ExecStart")
+    for mode, variables in MODE_ENV.items():
+        for name, value in variables.items():
+            assert (f"{name}={value}" in environment) == (mode == cluster.mode), name
+    assert ("--ray-debugger-external" in exec_start) == (cluster.mode == "legacy")
+    assert f"RAY_DEBUGGER_PORT_RANGE={cluster.debugger_range[0]}-{cluster.debugger_range[-1]}" in (
+        environment
+    )
+
+
+def test_every_port_is_pinned(host, cluster) -> None:
+    exec_start = host.check_output("systemctl show ray -p ExecStart")
+    for flag, name in PINNED_FLAGS.items():
+        assert f"--{flag}={cluster.ports[name]}" in exec_start
+
+
+def test_nothing_listens_outside_the_port_table(host, cluster) -> None:
+    """The firewall can only guard ports it knows: every port Ray opens must be in the table."""
+    known = [span(spec) for spec in cluster.ports.values()] + [
+        (cluster.debugger_range[0], cluster.debugger_range[-1])
+    ]
+    listening = host.check_output("ss -ltnH | awk '{print $4}'").split()
+    strays = [
+        address
+        for address in listening
+        if not address.startswith(("127.", "[::1]", "[::ffff:127."))
+        and not any(low <= int(address.rsplit(":", 1)[1]) <= high for low, high in known)
+    ]
+    assert strays == []
+
+
+@pytest.mark.parametrize("command", ["ray status", "ray --version"])
+def test_ray_on_path_in_a_login_shell(host, command) -> None:
+    assert host.run(f"bash -lc '{command}'").rc == 0
+
+
+def test_ray_status_sees_the_whole_cluster(host) -> None:
+    status = host.check_output("bash -lc 'ray status'")
+    assert status.count(" node_") == 3
+    assert "0.0/2.0 GPU" in status

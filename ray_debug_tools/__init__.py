@@ -1,0 +1,1 @@
+"""Attach to Ray's debuggers from a machine that is not a Ray node."""

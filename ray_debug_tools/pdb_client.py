@@ -1,0 +1,77 @@
+"""Client for Ray's legacy remote pdb (ray/util/rpdb.py), a pdb prompt on a plain TCP socket."""
+
+import socket
+from types import TracebackType
+from typing import Self
+
+from ray_debug_tools._net import RayDebugConnectionError, open_tcp
+
+PROMPT = b"(Pdb) "
+
+
+class PdbSession:
+    """One pdb session; Ray's remote pdb accepts a single client and closes on `c`."""
+
+    def __init__(self, sock: socket.socket, endpoint: str) -> None:
+        self._sock = sock
+        self._endpoint = endpoint
+        self._buffer = b""
+        self.banner = ""
+
+    @classmethod
+    def connect(cls, host: str, port: int, timeout: float = 10.0) -> Self:
+        """Connect and read up to the first prompt, kept in `banner` (where pdb stopped)."""
+        session = cls(open_tcp(host, port, timeout), f"{host}:{port}")
+        try:
+            session.banner = session._read_to_prompt()
+        except BaseException:
+            session.close()
+            raise
+        return session
+
+    def command(self, line: str) -> str:
+        """Run one pdb command and return its output up to the next prompt."""
+        self._send(line)
+        return self._read_to_prompt()
+
+    def continue_(self) -> None:
+        """Resume the task; the worker closes the socket on `c`, so close ours too."""
+        try:
+            self._send("c")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _send(self, line: str) -> None:
+        try:
+            self._sock.sendall(f"{line}\n".encode())
+        except OSError as exc:
+            raise RayDebugConnectionError(f"pdb at {self._endpoint}: send failed: {exc}") from exc
+
+    def _read_to_prompt(self) -> str:
+        while PROMPT not in self._buffer:
+            try:
+                chunk = self._sock.recv(65536)
+            except TimeoutError as exc:
+                raise RayDebugConnectionError(
+                    f"pdb at {self._endpoint}: no prompt within {self._sock.gettimeout()}s"
+                ) from exc
+            if not chunk:
+                raise RayDebugConnectionError(f"pdb at {self._endpoint} closed the connection")
+            self._buffer += chunk
+        output, _, self._buffer = self._buffer.partition(PROMPT)
+        # The worker rewrites every newline to CRLF.
+        return output.decode(errors="replace").replace("\r\n", "\n").rstrip("\n")

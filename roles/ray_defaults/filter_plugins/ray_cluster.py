@@ -1,0 +1,123 @@
+"""Filters shared by the ray-cluster roles: port ranges, CIDRs and interfaces.
+
+Validation messages are built here so that every role names bad values the same way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+PortSpec = int | str
+
+
+def port_span(value: PortSpec) -> tuple[int, int]:
+    """Parse a port (6379) or range ("52000-52099") into (low, high)."""
+    text = str(value).strip()
+    low_text, sep, high_text = text.partition("-")
+    try:
+        low = int(low_text)
+        high = int(high_text) if sep else low
+    except ValueError:
+        raise AnsibleFilterError(
+            f"port range {value!r} is malformed: expected a port or 'LOW-HIGH', e.g. '52000-52099'"
+        ) from None
+    if not (1 <= low <= 65535 and 1 <= high <= 65535):
+        raise AnsibleFilterError(f"port range {value!r} is outside 1-65535")
+    if low > high:
+        raise AnsibleFilterError(
+            f"port range {value!r} is reversed: the low port must come first, e.g. '{high}-{low}'"
+        )
+    return low, high
+
+
+def port_range_error(value: PortSpec) -> str:
+    """Return why `value` is not a valid port range, or '' when it is."""
+    try:
+        port_span(value)
+    except AnsibleFilterError as error:
+        return str(error)
+    return ""
+
+
+def invalid_cidrs(values: Iterable[str]) -> list[str]:
+    """Return the entries of `values` that are not IPv4/IPv6 networks."""
+    bad = []
+    for value in values:
+        try:
+            ipaddress.ip_network(str(value), strict=False)
+        except ValueError:
+            bad.append(str(value))
+    return bad
+
+
+def ports_overlapping(value: PortSpec, ports: Mapping[str, PortSpec]) -> list[str]:
+    """Return the names in the port table whose port or range overlaps `value`."""
+    low, high = port_span(value)
+    return sorted(
+        name
+        for name, spec in ports.items()
+        if (span := port_span(spec))[0] <= high and low <= span[1]
+    )
+
+
+def nft_ports(specs: Iterable[PortSpec]) -> str:
+    """Render ports and ranges as nftables set elements, e.g. '6379, 10002-19999'."""
+    spans = sorted(port_span(spec) for spec in specs)
+    return ", ".join(str(low) if low == high else f"{low}-{high}" for low, high in spans)
+
+
+def cidrs_of_family(values: Iterable[str], family: int) -> list[str]:
+    """Keep the networks of one IP family (4 or 6), normalised."""
+    networks = (ipaddress.ip_network(str(value), strict=False) for value in values)
+    return [str(network) for network in networks if network.version == family]
+
+
+def oldest_version(versions: Iterable[str]) -> str:
+    """The lowest dotted version, compared numerically ('2.9' < '2.36')."""
+    return min(versions, key=lambda version: tuple(int(part) for part in str(version).split(".")))
+
+
+def interface_for_ip(facts: Mapping[str, Any], address: str) -> str:
+    """Name the network interface that carries `address`, from a host's gathered facts."""
+    for name in facts.get("interfaces", []):
+        iface = facts.get(name.replace("-", "_"), {})
+        addresses = [iface.get("ipv4", {}), *iface.get("ipv4_secondaries", [])]
+        if any(entry.get("address") == address for entry in addresses):
+            return str(iface.get("device", name))
+    known = sorted(facts.get("interfaces", []))
+    raise AnsibleFilterError(f"no interface carries address {address!r}; interfaces: {known}")
+
+
+def nodes_not_ready(rows: Iterable[Mapping[str, Any]], wanted: Mapping[str, int]) -> list[str]:
+    """Compare the state API's node rows with {ip: GPUs}; say what is not ready yet."""
+    alive = {row["node_ip"]: row for row in rows if row.get("state") == "ALIVE"}
+    problems = []
+    for address, gpus in sorted(wanted.items()):
+        if address not in alive:
+            problems.append(f"{address}: not alive")
+            continue
+        offered = int(alive[address].get("resources_total", {}).get("GPU", 0))
+        if offered != int(gpus):
+            problems.append(f"{address}: {offered} GPUs, expected {gpus}")
+    return problems
+
+
+class FilterModule:
+    """Ansible entry point."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "ray_port_span": lambda value: list(port_span(value)),
+            "ray_port_range_error": port_range_error,
+            "ray_invalid_cidrs": invalid_cidrs,
+            "ray_ports_overlapping": ports_overlapping,
+            "ray_nft_ports": nft_ports,
+            "ray_cidrs_of_family": cidrs_of_family,
+            "ray_interface_for_ip": interface_for_ip,
+            "ray_oldest_version": oldest_version,
+            "ray_nodes_not_ready": nodes_not_ready,
+        }

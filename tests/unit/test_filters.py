@@ -1,0 +1,98 @@
+"""The filters behind validation messages, the firewall and the proof of a whole cluster."""
+
+from __future__ import annotations
+
+import pytest
+import ray_cluster as filters
+from ansible.errors import AnsibleFilterError
+
+
+@pytest.mark.parametrize(
+    ("value", "span"), [(6379, (6379, 6379)), ("52000-52099", (52000, 52099)), (" 1-1 ", (1, 1))]
+)
+def test_port_span_parses_ports_and_ranges(value: int | str, span: tuple[int, int]) -> None:
+    assert filters.port_span(value) == span
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("52099-52000", "port range '52099-52000' is reversed"),
+        ("52000:52099", "port range '52000:52099' is malformed"),
+        ("0-10", "port range '0-10' is outside 1-65535"),
+        ("65000-70000", "outside 1-65535"),
+        ("", "malformed"),
+    ],
+)
+def test_port_range_errors_name_the_bad_value(value: str, message: str) -> None:
+    assert message in filters.port_range_error(value)
+    with pytest.raises(AnsibleFilterError, match="port range"):
+        filters.port_span(value)
+
+
+def test_valid_range_has_no_error() -> None:
+    assert filters.port_range_error("52000-52099") == ""
+
+
+def test_invalid_cidrs_keeps_only_the_bad_ones() -> None:
+    values = ["10.0.0.0/24", "192.0.2.7", "2001:db8::/64", "10.0.0.0/33", "vpn", "300.1.1.1/32"]
+    assert filters.invalid_cidrs(values) == ["10.0.0.0/33", "vpn", "300.1.1.1/32"]
+
+
+def test_ports_overlapping_names_the_colliding_entries() -> None:
+    ports = {"gcs": 6379, "dashboard_agent_http": 52365, "worker": "10002-19999"}
+    assert filters.ports_overlapping("52300-52400", ports) == ["dashboard_agent_http"]
+    assert filters.ports_overlapping("6000-12000", ports) == ["gcs", "worker"]
+    assert filters.ports_overlapping("52000-52099", ports) == []
+
+
+def test_nft_ports_sorts_and_renders_ranges() -> None:
+    assert filters.nft_ports([8265, "10002-19999", 6379]) == "6379, 8265, 10002-19999"
+
+
+def test_cidrs_of_family_splits_and_normalises() -> None:
+    values = ["10.0.0.5", "10.1.0.9/16", "2001:db8::1"]
+    assert filters.cidrs_of_family(values, 4) == ["10.0.0.5/32", "10.1.0.0/16"]
+    assert filters.cidrs_of_family(values, 6) == ["2001:db8::1/128"]
+
+
+def test_oldest_version_compares_numerically() -> None:
+    assert filters.oldest_version(["2.36", "2.9", "2.28"]) == "2.9"
+
+
+FACTS = {
+    "interfaces": ["lo", "eth0", "ib-0"],
+    "lo": {"device": "lo", "ipv4": {"address": "127.0.0.1"}},
+    "eth0": {"device": "eth0", "ipv4": {"address": "10.0.0.5"}},
+    "ib_0": {
+        "device": "ib-0",
+        "ipv4": {"address": "10.10.0.5"},
+        "ipv4_secondaries": [{"address": "10.20.0.5"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("address", "interface"), [("10.0.0.5", "eth0"), ("10.10.0.5", "ib-0"), ("10.20.0.5", "ib-0")]
+)
+def test_interface_for_ip_finds_the_nic(address: str, interface: str) -> None:
+    assert filters.interface_for_ip(FACTS, address) == interface
+
+
+def test_interface_for_unknown_ip_names_the_interfaces() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"10\.9\.9\.9.*'eth0'"):
+        filters.interface_for_ip(FACTS, "10.9.9.9")
+
+
+def test_nodes_not_ready_reports_missing_nodes_and_gpu_mismatch() -> None:
+    rows = [
+        {"node_ip": "10.0.0.1", "state": "ALIVE", "resources_total": {"CPU": 2.0}},
+        {"node_ip": "10.0.0.2", "state": "ALIVE", "resources_total": {"GPU": 1.0}},
+        {"node_ip": "10.0.0.3", "state": "DEAD", "resources_total": {"GPU": 8.0}},
+    ]
+    wanted = {"10.0.0.1": 0, "10.0.0.2": 8, "10.0.0.3": 8}
+    assert filters.nodes_not_ready(rows, wanted) == [
+        "10.0.0.2: 1 GPUs, expected 8",
+        "10.0.0.3: not alive",
+    ]
+    assert filters.nodes_not_ready(rows[:1], {"10.0.0.1": 0}) == []

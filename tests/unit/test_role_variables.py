@@ -1,0 +1,51 @@
+"""Every role documents its variables in defaults/main.yml and types them in
+meta/argument_specs.yml; the two must agree, and every name carries the role's prefix or
+the shared `ray_` namespace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROLES = sorted(path for path in (Path(__file__).parents[2] / "roles").iterdir() if path.is_dir())
+# Names the README promises users; they predate the prefix rule.
+PUBLIC_NAMES = {"debug_mode", "cluster_name", "verl_install", "verl_version"}
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {} if path.exists() else {}
+
+
+def defaults(role: Path) -> dict:
+    return load(role / "defaults" / "main.yml")
+
+
+def spec_options(role: Path) -> dict:
+    specs = load(role / "meta" / "argument_specs.yml").get("argument_specs", {})
+    return specs.get("main", {}).get("options", {})
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda role: role.name)
+def test_defaults_and_argument_specs_name_the_same_variables(role: Path) -> None:
+    assert sorted(defaults(role)) == sorted(spec_options(role))
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda role: role.name)
+def test_spec_defaults_match_role_defaults(role: Path) -> None:
+    role_defaults = defaults(role)
+    for name, option in spec_options(role).items():
+        if "default" in option:
+            assert option["default"] == role_defaults[name], name
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda role: role.name)
+def test_variables_carry_a_prefix(role: Path) -> None:
+    prefixes = (f"{role.name}_", "ray_")
+    unprefixed = [
+        name
+        for name in defaults(role)
+        if not name.startswith(prefixes) and name not in PUBLIC_NAMES
+    ]
+    assert unprefixed == []
