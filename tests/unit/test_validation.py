@@ -1,0 +1,154 @@
+"""Bad input is refused before any node is touched, with a message naming the bad value.
+
+Each case runs the real cluster-up.yml against an inventory whose hosts cannot be reached:
+validation runs on the controller alone, so reaching a host would itself be a failure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[2]
+UNREACHABLE = {"ansible_host": "192.0.2.1", "ansible_connection": "ssh", "ansible_timeout": 1}
+
+
+def inventory(head: list[str], workers: list[str], **variables: object) -> dict:
+    hosts = {name: dict(UNREACHABLE) for name in head + workers}
+    return {
+        "ray_cluster": {
+            "vars": variables,
+            "children": {
+                "ray_head": {"hosts": {name: hosts[name] for name in head}},
+                "ray_workers": {"hosts": {name: hosts[name] for name in workers}},
+            },
+        }
+    }
+
+
+def cluster_up(tmp_path: Path, inventory_data: dict, *extra: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory_data))
+    ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
+    return subprocess.run(
+        [str(ansible_playbook), "-i", str(path), str(PROJECT / "cluster-up.yml"), *extra],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def with_host_vars(data: dict, group: str, host: str, **variables: object) -> dict:
+    data["ray_cluster"]["children"][group]["hosts"][host].update(variables)
+    return data
+
+
+def in_both_groups(data: dict, host: str) -> dict:
+    data["ray_cluster"]["children"]["ray_workers"]["hosts"][host] = dict(UNREACHABLE)
+    return data
+
+
+# case: (inventory, extra arguments, words the error must contain)
+CASES = {
+    "unknown debug mode on the command line": (
+        inventory(["h"], ["w"]),
+        ["-e", "debug_mode=pdb"],
+        ["value of debug_mode must be one of: post_mortem, legacy, off, got: pdb"],
+    ),
+    "unknown debug mode in the inventory": (
+        inventory(["h"], ["w"], debug_mode="pdb"),
+        [],
+        ["debug_mode 'pdb' is not valid; choose one of post_mortem, legacy, off"],
+    ),
+    "mode differs between hosts": (
+        with_host_vars(inventory(["h"], ["w"]), "ray_workers", "w", debug_mode="legacy"),
+        [],
+        ["debug_mode 'legacy' differs from the head's 'post_mortem'"],
+    ),
+    "no head": (
+        inventory([], ["w1", "w2"]),
+        [],
+        ["group 'ray_head' must hold exactly one host, found 0"],
+    ),
+    "two heads": (
+        inventory(["h1", "h2"], ["w"]),
+        [],
+        ["group 'ray_head' must hold exactly one host, found 2", "h1", "h2"],
+    ),
+    "host in both groups": (
+        in_both_groups(inventory(["h"], ["w"]), "h"),
+        [],
+        ["hosts ['h'] are in both 'ray_head' and 'ray_workers'"],
+    ),
+    "bad CIDR": (
+        inventory(["h"], ["w"], ray_trusted_cidrs=["10.0.0.0/8", "10.0.0.300/32"]),
+        [],
+        ["ray_trusted_cidrs entries ['10.0.0.300/32'] are not CIDRs"],
+    ),
+    "malformed range": (
+        inventory(["h"], ["w"], ray_debugger_port_range="52000:52099"),
+        [],
+        ["port range '52000:52099' is malformed", "LOW-HIGH"],
+    ),
+    "reversed range": (
+        inventory(["h"], ["w"], ray_debugger_port_range="52099-52000"),
+        [],
+        ["port range '52099-52000' is reversed"],
+    ),
+    "range overlaps Ray's ports": (
+        inventory(["h"], ["w"], ray_debugger_port_range="52300-52400"),
+        [],
+        ["'52300-52400' overlaps Ray's own ports dashboard_agent_http"],
+    ),
+    "GPU count not a number": (
+        with_host_vars(inventory(["h"], ["w"]), "ray_workers", "w", ray_num_gpus="eight"),
+        [],
+        ["w: ", "ray_num_gpus 'eight' must be a whole number"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_bad_input_is_refused_before_any_node(tmp_path: Path, case: str) -> None:
+    data, extra, messages = CASES[case]
+    run = cluster_up(tmp_path, data, *extra)
+    output = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "PLAY [Gather node facts]" not in output, "validation let a node be contacted"
+    for message in messages:
+        assert message in " ".join(output.split()), output[-3000:]
+
+
+def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
+    """Two local 'nodes', one whose Python reports 3.12: the read-only facts play refuses."""
+    fake_python = tmp_path / "python3.12"
+    fake_python.write_text(
+        '#!/bin/sh\necho \'{"version": "3.12", "machine": "x86_64", "glibc": "2.36"}\'\n'
+    )
+    fake_python.chmod(0o755)
+    local = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "ansible_become": False,
+        "ray_node_ip": "127.0.0.1",
+        "ray_socket_ifname": "lo",
+    }
+    data = inventory(["n1"], ["n2"])
+    data["ray_cluster"]["children"]["ray_head"]["hosts"]["n1"] = dict(
+        local, ray_python_interpreter=sys.executable
+    )
+    data["ray_cluster"]["children"]["ray_workers"]["hosts"]["n2"] = dict(
+        local, ray_python_interpreter=str(fake_python)
+    )
+
+    run = cluster_up(tmp_path, data)
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "PLAY [Install nodes]" not in output
+    assert f"n1: Python {sys.version_info.major}.{sys.version_info.minor}" in output, output
+    assert "n2: Python 3.12 x86_64" in output
