@@ -1,6 +1,8 @@
 """TCP helpers shared by the debugger clients."""
 
 import socket
+from types import TracebackType
+from typing import Self
 
 
 class RayDebugConnectionError(ConnectionError):
@@ -23,3 +25,25 @@ def open_tcp(host: str, port: int, timeout: float) -> socket.socket:
         raise RayDebugConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
     sock.settimeout(timeout)
     return sock
+
+
+class TcpSession:
+    """A debugger connection that closes its socket when used as a context manager."""
+
+    def __init__(self, sock: socket.socket, endpoint: str) -> None:
+        self._sock = sock
+        self._endpoint = endpoint
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

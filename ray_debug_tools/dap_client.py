@@ -3,10 +3,9 @@
 import json
 import socket
 import time
-from types import TracebackType
 from typing import Any, Self
 
-from ray_debug_tools._net import RayDebugConnectionError, open_tcp
+from ray_debug_tools._net import RayDebugConnectionError, TcpSession, open_tcp
 
 Message = dict[str, Any]
 
@@ -15,12 +14,11 @@ class DapError(RuntimeError):
     """The debug adapter answered a request with success=false."""
 
 
-class DapSession:
+class DapSession(TcpSession):
     """A synchronous DAP session: requests block until their response arrives by seq."""
 
     def __init__(self, sock: socket.socket, endpoint: str, timeout: float) -> None:
-        self._sock = sock
-        self._endpoint = endpoint
+        super().__init__(sock, endpoint)
         self._timeout = timeout
         self._seq = 0
         self._buffer = b""
@@ -77,20 +75,6 @@ class DapSession:
             self.request("disconnect", {"terminateDebuggee": False})
         finally:
             self.close()
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def request(self, command: str, arguments: Message | None = None) -> Message:
         """Send a request and return the body of its successful response."""

@@ -1,20 +1,18 @@
 """Client for Ray's legacy remote pdb (ray/util/rpdb.py), a pdb prompt on a plain TCP socket."""
 
 import socket
-from types import TracebackType
 from typing import Self
 
-from ray_debug_tools._net import RayDebugConnectionError, open_tcp
+from ray_debug_tools._net import RayDebugConnectionError, TcpSession, open_tcp
 
 PROMPT = b"(Pdb) "
 
 
-class PdbSession:
+class PdbSession(TcpSession):
     """One pdb session; Ray's remote pdb accepts a single client and closes on `c`."""
 
     def __init__(self, sock: socket.socket, endpoint: str) -> None:
-        self._sock = sock
-        self._endpoint = endpoint
+        super().__init__(sock, endpoint)
         self._buffer = b""
         self.banner = ""
 
@@ -40,20 +38,6 @@ class PdbSession:
             self._send("c")
         finally:
             self.close()
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _send(self, line: str) -> None:
         try:

@@ -1,0 +1,106 @@
+"""The node templates, rendered for each debug mode: one mode's debugger never leaks into
+another's, every port is pinned from the one table, and per-node values stay per node."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[2]
+TEMPLATES = [
+    "ray_service/templates/ray.service.j2",
+    "ray_service/templates/ray.env.j2",
+    "ray_service/templates/profile.sh.j2",
+    "ray_firewall/templates/firewall.nft.j2",
+]
+MODES = ["post_mortem", "legacy", "off"]
+PORTS = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())["ray_ports"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rendered")
+    run = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(PROJECT / "tests/unit/playbooks/inventory.yml"),
+            str(PROJECT / "tests/unit/playbooks/render_templates.yml"),
+            "-e",
+            json.dumps({"render_dir": str(out), "render_templates": TEMPLATES}),
+        ],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return out
+
+
+def read(rendered: Path, mode: str, name: str) -> str:
+    return (rendered / mode / name).read_text()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_templates_start_with_the_managed_marker(rendered: Path, mode: str) -> None:
+    for template in TEMPLATES:
+        name = Path(template).name.removesuffix(".j2")
+        assert "Ansible managed" in "".join(read(rendered, mode, name).splitlines()[:3]), name
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_mode_carries_only_its_own_debugger(rendered: Path, mode: str) -> None:
+    env = read(rendered, mode, "ray.env")
+    unit = read(rendered, mode, "ray.service")
+    profile = read(rendered, mode, "profile.sh")
+    assert ("RAY_DEBUG=legacy" in env) == (mode == "legacy")
+    assert ("--ray-debugger-external" in unit) == (mode == "legacy")
+    assert ("RAY_DEBUG_POST_MORTEM=1" in env) == (mode == "post_mortem")
+    assert ("RAY_DEBUG=legacy" in profile.replace("'", "")) == (mode == "legacy")
+    assert f"({mode} debugging)" in unit
+
+
+def test_worker_unit_pins_every_port_and_joins_the_head(rendered: Path) -> None:
+    unit = read(rendered, "legacy", "ray.service")
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    low, high = PORTS["worker"].split("-")
+    for flag in [
+        f"--node-manager-port={PORTS['node_manager']}",
+        f"--object-manager-port={PORTS['object_manager']}",
+        f"--runtime-env-agent-port={PORTS['runtime_env_agent']}",
+        f"--dashboard-agent-grpc-port={PORTS['dashboard_agent_grpc']}",
+        f"--dashboard-agent-listen-port={PORTS['dashboard_agent_http']}",
+        f"--metrics-export-port={PORTS['metrics_export']}",
+        f"--min-worker-port={low}",
+        f"--max-worker-port={high}",
+        "--num-gpus=2",
+        "--node-ip-address=10.0.0.11",
+        "--block",
+    ]:
+        assert flag in exec_start.split(), flag
+    assert "--head" not in exec_start
+    assert "Restart=always" in unit
+
+
+def test_environment_names_this_nodes_interface(rendered: Path) -> None:
+    env = read(rendered, "post_mortem", "ray.env")
+    assert "NCCL_SOCKET_IFNAME=ens5" in env
+    assert "GLOO_SOCKET_IFNAME=ens5" in env
+    assert env.splitlines()[-1] != ""
+    assert "PATH=/opt/ray-cluster/venv/bin:" in env
+
+
+def test_firewall_guards_the_port_table_for_trusted_sources(rendered: Path) -> None:
+    rules = read(rendered, "off", "firewall.nft")
+    assert "elements = { 6379, 6380, 6381, 6382, 6383, 6384, 8265, 10001, 10002-19999," in rules
+    assert "52000-52099, 52365" in rules
+    assert "10.0.0.10/32, 10.0.0.11/32, 198.51.100.0/24" in rules
+    assert "2001:db8::/64" in rules
+    assert "ct state established,related accept" in rules
+    assert "flush ruleset" not in rules
