@@ -1,7 +1,7 @@
 # One entry point for people and CI. `make test` is the README's test command.
 VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-SCENARIOS ?= post_mortem legacy
+SCENARIOS ?= post_mortem legacy online
 
 .PHONY: setup image lint unit molecule test clean
 

@@ -29,7 +29,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
             "-i",
-            str(PROJECT / "tests/unit/playbooks/inventory.yml"),
+            str(PROJECT / "tests/unit/inventory/render.yml"),
             str(PROJECT / "tests/unit/playbooks/render_templates.yml"),
             "-e",
             json.dumps({"render_dir": str(out), "render_templates": TEMPLATES}),

@@ -30,6 +30,8 @@ class Cluster:
     ports: dict[str, int | str]
     debugger_range: range
     artifacts: Path
+    # None when the scenario does not install verl.
+    verl_version: str | None
 
     @property
     def dashboard(self) -> str:
@@ -64,6 +66,7 @@ def cluster() -> Cluster:
         ports=defaults["ray_ports"],
         debugger_range=range(low, high + 1),
         artifacts=Path(variables["ray_artifacts_dir"]),
+        verl_version=defaults["verl_version"] if variables.get("verl_install", True) else None,
     )
 
 

@@ -26,5 +26,5 @@ def test_tasks_see_runtime_env_interfaces_and_verl(cluster: Cluster, submit, job
         )
         assert (env["RAY_DEBUG"] == "legacy") == (cluster.mode == "legacy")
         assert (env["RAY_DEBUG_POST_MORTEM"] == "1") == (cluster.mode == "post_mortem")
-        assert task["verl"] == "0.9.1"
+        assert task["verl"] == cluster.verl_version
         assert task["python"].startswith("/opt/ray-cluster/venv/")

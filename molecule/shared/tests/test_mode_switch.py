@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import PROJECT, Cluster
+from ray.job_submission import JobStatus, JobSubmissionClient
 from test_debugger import ROUND_TRIPS
 
 OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy"}
@@ -58,6 +59,13 @@ def cluster_up(debug_mode: str) -> tuple[set[str], float]:
     return changed, elapsed
 
 
+def wait_for_log(jobs: JobSubmissionClient, job_id: str, text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in jobs.get_job_logs(job_id):
+        assert time.monotonic() < deadline, f"job {job_id} never printed {text!r}"
+        time.sleep(1)
+
+
 def record(cluster: Cluster, what: str, seconds: float) -> None:
     with Path(cluster.artifacts, "timings.jsonl").open("a") as timings:
         timings.write(json.dumps({"what": what, "seconds": round(seconds, 1)}) + "\n")
@@ -79,6 +87,10 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     record(cluster, f"mode switch {other} -> {cluster.mode}", seconds)
     assert changed and changed <= SWITCH_TASKS
 
+    # A no-op re-run changes nothing and restarts nothing: a running job keeps running.
+    job_id = submit("long_running.py", cluster.worker_ips["rc-worker2"])
+    wait_for_log(jobs, job_id, "RUNNING")
     unchanged, seconds = cluster_up(cluster.mode)
     record(cluster, "no-op re-run", seconds)
     assert unchanged == set()
+    assert jobs.get_job_status(job_id) == JobStatus.RUNNING

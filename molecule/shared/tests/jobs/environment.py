@@ -20,12 +20,18 @@ NAMES = (
 )
 
 
-def inspect() -> dict[str, object]:
-    import verl
+def verl_version() -> str | None:
+    try:
+        import verl
+    except ImportError:
+        return None
+    return verl.__version__
 
+
+def inspect() -> dict[str, object]:
     return {
         "env": {name: os.environ.get(name) for name in NAMES},
-        "verl": verl.__version__,
+        "verl": verl_version(),
         "python": sys.executable,
     }
 
