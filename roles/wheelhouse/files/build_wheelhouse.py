@@ -9,6 +9,7 @@ the nodes' platform, or the nodes could not install it.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         for wheel in sorted(args.dest.glob("*.whl")):
             archive.add(wheel, arcname=wheel.name)
     partial.rename(args.archive)
+    # The archive is what ships; keeping the loose wheels would double the disk used.
+    shutil.rmtree(args.dest)
     return 0
 
 
