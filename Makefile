@@ -2,8 +2,14 @@
 VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 SCENARIOS ?= post_mortem legacy online
+# `make up`: a local sandbox cluster of containers.
+WORKERS ?= 2
+MODE ?= post_mortem
+SANDBOX_INVENTORY := artifacts/ray-sandbox/hosts.yml
+# `make probe`: any cluster's inventory; the sandbox's by default.
+INVENTORY ?= $(SANDBOX_INVENTORY)
 
-.PHONY: setup image lint unit molecule test clean
+.PHONY: setup image lint unit molecule sandbox test clean up down probe
 
 setup: $(VENV)/.installed
 
@@ -15,6 +21,16 @@ $(VENV)/.installed: requirements.txt
 # The node image molecule boots; built without a registry when none answers.
 image:
 	molecule/image/build.sh
+
+up: setup image
+	ansible-playbook playbooks/sandbox-up.yml -e sandbox_workers=$(WORKERS)
+	ansible-playbook -i $(SANDBOX_INVENTORY) cluster-up.yml -e debug_mode=$(MODE)
+
+down: setup
+	ansible-playbook playbooks/sandbox-down.yml
+
+probe: setup
+	ansible-playbook -i $(INVENTORY) playbooks/debug-probe.yml
 
 lint: setup
 	yamllint --strict .
@@ -29,8 +45,12 @@ unit: setup
 molecule: setup image
 	set -e; for scenario in $(SCENARIOS); do molecule test -s $$scenario; done
 
-test: lint unit molecule
+# `make up` / `make probe` / `make down` as a newcomer runs them.
+sandbox: setup image
+	pytest tests/sandbox
 
-clean:
+test: lint unit molecule sandbox
+
+clean: down
 	for scenario in $(SCENARIOS); do molecule destroy -s $$scenario || true; done
 	rm -rf artifacts .cache

@@ -3,6 +3,7 @@
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,10 @@ class LegacyBreakpoint:
     job_id: str
     node_id: str
     waited_s: float
+    # Defaults keep older constructors working; the registry entry always has them.
+    proctitle: str = ""
+    worker_id: str = ""
+    actor_id: str | None = None
 
     @property
     def loopback_only(self) -> bool:
@@ -68,7 +73,7 @@ def legacy_breakpoints(gcs_address: str, timeout: float = 10.0) -> list[LegacyBr
         if not info.is_dead
     }
     now = time.time()
-    found = [_legacy_record(json.loads(value), now) for value in values.values()]
+    found = [legacy_record(json.loads(value), now) for value in values.values()]
     found = [record for record in found if record.job_id in live_jobs]
     return sorted(found, key=lambda record: record.waited_s)
 
@@ -82,6 +87,11 @@ def paused_workers(
     RAY_AUTH_MODE=token is on.
     """
     rows = _state_api_rows(f"{dashboard_url.rstrip('/')}/api/v0/workers", timeout, token)
+    return paused_workers_from_rows(rows)
+
+
+def paused_workers_from_rows(rows: list[dict[str, Any]]) -> list[PausedWorker]:
+    """The paused workers among rows of `GET /api/v0/workers?detail=1`."""
     return [
         PausedWorker(
             ip=row["ip"],
@@ -97,7 +107,20 @@ def paused_workers(
     ]
 
 
-def _legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
+def worker_tasks(
+    dashboard_url: str, worker_id: str, timeout: float = 10.0, token: str | None = None
+) -> list[dict[str, Any]]:
+    """Raw rows of `GET /api/v0/tasks?detail=1` for the tasks running in one worker."""
+    url = f"{dashboard_url.rstrip('/')}/api/v0/tasks"
+    # The GCS applies the state filter itself but not the worker_id one, which the dashboard
+    # applies to what the GCS sent: without state=RUNNING, a job past the GCS's row limit
+    # could lose the running task before the worker filter ever sees it.
+    filters = [("state", "=", "RUNNING"), ("worker_id", "=", worker_id)]
+    return _state_api_rows(url, timeout, token, filters=filters)
+
+
+def legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
+    """Parse one `RAY_PDB_*` registry value (JSON-decoded) as seen at time `now`."""
     host, _, port = data["pdb_address"].rpartition(":")
     return LegacyBreakpoint(
         ip=host.strip("[]"),
@@ -109,12 +132,24 @@ def _legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
         node_id=data["node_id"],
         # Worker clock against ours: clock skew between the hosts shows up here.
         waited_s=now - data["timestamp"],
+        proctitle=data.get("proctitle", ""),
+        worker_id=data.get("worker_id", ""),
+        actor_id=data.get("actor_id"),
     )
 
 
-def _state_api_rows(url: str, timeout: float, token: str | None) -> list[dict[str, Any]]:
+def _state_api_rows(
+    url: str,
+    timeout: float,
+    token: str | None,
+    filters: list[tuple[str, str, str]] | None = None,
+) -> list[dict[str, Any]]:
     # The state API truncates to 100 rows by default; 10000 is its server-side maximum.
-    request = urllib.request.Request(f"{url}?detail=1&limit=10000")
+    query = [("detail", "1"), ("limit", "10000")]
+    # The server zips repeated filter_keys/filter_predicates/filter_values in order.
+    for key, predicate, value in filters or []:
+        query += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+    request = urllib.request.Request(f"{url}?{urllib.parse.urlencode(query)}")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:

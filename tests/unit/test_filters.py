@@ -96,3 +96,8 @@ def test_nodes_not_ready_reports_missing_nodes_and_gpu_mismatch() -> None:
         "10.0.0.3: not alive",
     ]
     assert filters.nodes_not_ready(rows[:1], {"10.0.0.1": 0}) == []
+
+
+def test_network_host_counts_from_the_network_address() -> None:
+    assert filters.network_host("10.124.0.0/24", 1) == "10.124.0.1"
+    assert filters.network_host("10.124.0.0/24", 2) == "10.124.0.2"

@@ -1,174 +1,23 @@
 """ray_debug_tools against a real local Ray head, attaching the way the controller would."""
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
+from ray_heads import (
+    BREAKPOINT_DRIVER,
+    BREAKPOINT_LINE,
+    FAILING_DRIVER,
+    finish,
+    free_port,
+    ray_head,
+    start_driver,
+    wait_for_pauses,
+)
 
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
 from ray_debug_tools.pdb_client import PdbSession
-
-RAY_CLI = str(Path(sys.executable).with_name("ray"))
-STARTUP_TIMEOUT_S = 90.0
-PAUSE_TIMEOUT_S = 60.0
-
-T = TypeVar("T")
-
-BREAKPOINT_DRIVER = """\
-import sys
-
-import ray
-
-ray.init(address=sys.argv[1])
-
-
-@ray.remote
-def paused_task():
-    answer = 42
-    breakpoint()
-    return answer + 1
-
-
-print("RESULT", ray.get(paused_task.remote()), flush=True)
-"""
-BREAKPOINT_LINE = 11
-
-FAILING_DRIVER = """\
-import sys
-
-import ray
-
-ray.init(address=sys.argv[1])
-
-
-@ray.remote(max_retries=0)
-def failing_task():
-    answer = 42
-    raise ValueError("boom")
-
-
-try:
-    ray.get(failing_task.remote())
-except ValueError as exc:
-    print("FAILED", type(exc).__name__, exc, flush=True)
-"""
-
-
-@dataclass(frozen=True)
-class RayHead:
-    gcs_address: str
-    dashboard_url: str
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _dashboard_ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/api/v0/workers", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-@contextmanager
-def ray_head(debug_env: dict[str, str], log_path: Path) -> Iterator[RayHead]:
-    """A head started with `debug_env`, which its workers inherit.
-
-    `ray start --block` in its own session is stopped with SIGTERM instead of `ray stop`,
-    which would kill every Ray process on the machine, other tests' clusters included.
-    Every default port is replaced by a free one for the same reason.
-    """
-    gcs_port, dashboard_port = _free_port(), _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_DEBUG")}
-    env |= debug_env | {
-        "AUTOSCALER_METRIC_PORT": str(_free_port()),
-        "DASHBOARD_METRIC_PORT": str(_free_port()),
-    }
-    # Short on purpose: Ray puts unix sockets in here and their paths are length-limited.
-    temp_dir = tempfile.mkdtemp(prefix="rdt", dir="/tmp")
-    command = [
-        RAY_CLI,
-        "start",
-        "--head",
-        "--block",
-        f"--port={gcs_port}",
-        f"--dashboard-port={dashboard_port}",
-        f"--ray-client-server-port={_free_port()}",
-        f"--dashboard-agent-listen-port={_free_port()}",
-        "--include-dashboard=true",
-        "--num-cpus=2",
-        "--disable-usage-stats",
-        f"--temp-dir={temp_dir}",
-    ]
-    with log_path.open("w") as log:
-        head = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    dashboard_url = f"http://127.0.0.1:{dashboard_port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not _dashboard_ready(dashboard_url):
-            if head.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"ray head did not come up:\n{log_path.read_text()}")
-            time.sleep(0.5)
-        yield RayHead(f"127.0.0.1:{gcs_port}", dashboard_url)
-    finally:
-        head.terminate()
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, 9)
-            head.wait()
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def start_driver(source: str, tmp_path: Path, head: RayHead) -> tuple[subprocess.Popen[str], Path]:
-    script = tmp_path / "driver.py"
-    script.write_text(source)
-    driver = subprocess.Popen(
-        [sys.executable, str(script), head.gcs_address],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    return driver, script
-
-
-def wait_for_pauses(probe: Callable[[], list[T]], driver: subprocess.Popen[str]) -> list[T]:
-    deadline = time.monotonic() + PAUSE_TIMEOUT_S
-    while not (found := probe()):
-        if driver.poll() is not None:
-            pytest.fail(f"driver exited before pausing:\n{driver.communicate()[0]}")
-        if time.monotonic() > deadline:
-            driver.kill()
-            pytest.fail(f"no paused task within {PAUSE_TIMEOUT_S}s:\n{driver.communicate()[0]}")
-        time.sleep(0.5)
-    return found
-
-
-def finish(driver: subprocess.Popen[str]) -> str:
-    try:
-        return driver.communicate(timeout=60)[0]
-    except subprocess.TimeoutExpired:
-        driver.kill()
-        pytest.fail(f"driver did not finish:\n{driver.communicate()[0]}")
 
 
 def test_legacy_breakpoint_found_in_gcs_and_driven_over_pdb(tmp_path: Path) -> None:
@@ -208,7 +57,7 @@ def test_post_mortem_found_in_state_api_and_inspected_over_dap(tmp_path: Path) -
 
 
 def test_unreachable_endpoints_are_named_in_errors() -> None:
-    port = _free_port()
+    port = free_port()
     with pytest.raises(RayDebugConnectionError, match=f"127.0.0.1:{port}"):
         PdbSession.connect("127.0.0.1", port, timeout=2)
     with pytest.raises(RayDebugConnectionError, match=f"127.0.0.1:{port}"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -32,6 +34,17 @@ def wait_for(find: Callable[[], list[T]], what: str, timeout: float = 120) -> li
     raise TimeoutError(f"no {what} after {timeout} s")
 
 
+def finder_lists(cluster: Cluster, mode: str, address: str) -> None:
+    """The operator's finder, run here, lists the pause with its debugger address."""
+    listed = subprocess.run(
+        ["ray-breakpoints", "--head", cluster.head_ip, "--mode", mode, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert address in [pause["address"] for pause in json.loads(listed.stdout)], listed.stdout
+
+
 def filtered_for_outsider(outsider, ip: str, port: int) -> bool:
     scan = outsider.check_output(f"nmap -Pn -n -p {port} --max-retries 1 -oG - {ip}")
     return f"{port}/filtered/" in scan
@@ -46,6 +59,7 @@ def legacy_round_trip(cluster: Cluster, submit, jobs, outsider) -> None:
     assert (pause.ip, pause.filename.endswith("legacy_breakpoint.py")) == (worker_ip, True)
     assert pause.port in cluster.debugger_range
     assert filtered_for_outsider(outsider, pause.ip, pause.port)
+    finder_lists(cluster, "legacy", f"{pause.ip}:{pause.port}")
 
     with PdbSession.connect(pause.ip, pause.port) as session:
         assert session.command("p answer").strip() == "42"
@@ -64,6 +78,7 @@ def post_mortem_round_trip(cluster: Cluster, submit, jobs, outsider) -> None:
     assert pause.ip == worker_ip
     assert pause.port in cluster.debugger_range
     assert filtered_for_outsider(outsider, pause.ip, pause.port)
+    finder_lists(cluster, "post_mortem", f"{pause.ip}:{pause.port}")
 
     with DapSession.connect(pause.ip, pause.port) as session:
         stopped = session.attach_for_post_mortem()

@@ -81,6 +81,11 @@ def oldest_version(versions: Iterable[str]) -> str:
     return min(versions, key=lambda version: tuple(int(part) for part in str(version).split(".")))
 
 
+def network_host(cidr: str, index: int) -> str:
+    """The `index`-th address of a network, e.g. its usual gateway with index 1."""
+    return str(ipaddress.ip_network(cidr, strict=False)[index])
+
+
 def interface_for_ip(facts: Mapping[str, Any], address: str) -> str:
     """Name the network interface that carries `address`, from a host's gathered facts."""
     for name in facts.get("interfaces", []):
@@ -120,4 +125,5 @@ class FilterModule:
             "ray_interface_for_ip": interface_for_ip,
             "ray_oldest_version": oldest_version,
             "ray_nodes_not_ready": nodes_not_ready,
+            "ray_network_host": network_host,
         }

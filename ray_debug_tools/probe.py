@@ -1,0 +1,202 @@
+"""Debug-readiness probe: prove from the operator's seat that every node can be debugged.
+
+Submits probe_job.py, which pauses one task on every target node in that node's debug mode,
+then finds each pause (GCS registry or dashboard state API), attaches to it from this machine
+(pdb or DAP), releases it, and reports per node. Exits 1 with a diagnosis per failing node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from ray.job_submission import JobSubmissionClient
+
+from ray_debug_tools._net import RayDebugConnectionError
+from ray_debug_tools.dap_client import DapSession
+from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
+from ray_debug_tools.pdb_client import PdbSession
+
+JOB_SCRIPT = "probe_job.py"
+COLUMNS = ("node", "ip", "ray", "GPUs", "NCCL/GLOO", "mode", "debugger", "reachable")
+
+
+@dataclass
+class NodeReport:
+    name: str
+    ip: str
+    ray: str = "-"
+    gpus: str = "-"
+    ifname: str = "-"
+    mode: str = "-"
+    debugger: str = "-"
+    reachable: str = "no"
+    problem: str = ""
+
+    def row(self) -> tuple[str, ...]:
+        return (self.name, self.ip, self.ray, self.gpus, self.ifname, self.mode, self.debugger,
+                self.reachable)  # fmt: skip
+
+
+def controller_address(toward: str) -> str:
+    """The source address this machine uses to reach `toward` (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((toward, 9))
+        return str(probe.getsockname()[0])
+
+
+def apply_facts(report: NodeReport, facts: dict) -> None:
+    if not facts.get("alive"):
+        report.problem = "no alive Ray node with this address: run cluster-up.yml"
+        return
+    env = facts["env"]
+    report.ray, report.gpus, report.mode = facts["ray"], f"{facts['gpus']:g}", facts["mode"]
+    report.ifname = f"{env['NCCL_SOCKET_IFNAME'] or '-'}/{env['GLOO_SOCKET_IFNAME'] or '-'}"
+    if report.mode == "off":
+        report.problem = (
+            "debug mode is off: run cluster-up.yml -e debug_mode=post_mortem (or legacy)"
+        )
+
+
+def attach(report: NodeReport, port: int, ports: range) -> None:
+    """Attach to the pause on report.ip:port from here, check it, and release it."""
+    report.debugger = f"{report.ip}:{port}"
+    if port not in ports:
+        report.problem = (
+            f"debugger {report.debugger} is outside ray_debugger_port_range "
+            f"{ports.start}-{ports.stop - 1}: the port-range hook is not active on this node"
+        )
+    try:
+        if report.mode == "legacy":
+            with PdbSession.connect(report.ip, port, timeout=5) as session:
+                token = session.command("p probe_token")
+                session.continue_()
+            if f"probe-{report.ip}" not in token:
+                report.problem = f"pdb answered {token.strip()!r} instead of the probe's token"
+        else:
+            with DapSession.connect(report.ip, port, timeout=5) as session:
+                stopped = session.attach_for_post_mortem()
+                session.continue_(stopped["body"]["threadId"])
+                session.disconnect()
+    except RayDebugConnectionError as error:
+        seen_from = controller_address(report.ip)
+        if "timed out" in str(error):
+            report.problem = (
+                f"debugger {report.debugger} filtered from {seen_from}: "
+                f"add {seen_from}/32 (or its network) to ray_trusted_cidrs"
+            )
+        else:
+            report.problem = f"debugger {report.debugger} not reachable from {seen_from}: {error}"
+        return
+    report.reachable = "yes"
+
+
+def find_pauses(mode: str, head: str, ports: dict[str, int]) -> dict[str, int]:
+    """{node ip: debugger port} of the probe's pauses currently waiting."""
+    if mode == "legacy":
+        found = legacy_breakpoints(f"{head}:{ports['gcs']}")
+        return {pause.ip: pause.port for pause in found if pause.filename.endswith(JOB_SCRIPT)}
+    return {pause.ip: pause.port for pause in paused_workers(f"http://{head}:{ports['dashboard']}")}
+
+
+def wait_for_facts(client: JobSubmissionClient, job_id: str, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = client.get_job_logs(job_id)
+        for line in logs.splitlines():
+            if line.startswith("FACTS "):
+                return json.loads(line.removeprefix("FACTS "))
+        if client.get_job_status(job_id).is_terminal():
+            raise RuntimeError(f"probe job {job_id} ended before reporting:\n{logs}")
+        time.sleep(1)
+    raise TimeoutError(f"probe job {job_id} reported nothing within {timeout:g} s")
+
+
+def probe(
+    head: str,
+    nodes: dict[str, str],
+    runtime_env: dict,
+    debugger_ports: range,
+    ports: dict[str, int],
+    timeout: float,
+) -> list[NodeReport]:
+    client = JobSubmissionClient(f"http://{head}:{ports['dashboard']}")
+    reports = {ip: NodeReport(name, ip) for name, ip in nodes.items()}
+    job_id = client.submit_job(
+        entrypoint=" ".join(["python", JOB_SCRIPT, *reports]),
+        runtime_env={**runtime_env, "working_dir": str(Path(__file__).parent)},
+    )
+    try:
+        for ip, facts in wait_for_facts(client, job_id, timeout).items():
+            apply_facts(reports[ip], facts)
+        waiting = {ip for ip, report in reports.items() if not report.problem}
+        deadline = time.monotonic() + timeout
+        while waiting and time.monotonic() < deadline:
+            for mode in {reports[ip].mode for ip in waiting}:
+                for ip, port in find_pauses(mode, head, ports).items():
+                    if ip in waiting and reports[ip].mode == mode:
+                        attach(reports[ip], port, debugger_ports)
+                        waiting.discard(ip)
+            time.sleep(1)
+        for ip in waiting:
+            reports[ip].problem = (
+                f"no paused task seen within {timeout:g} s: check the task log on the node "
+                "(/tmp/ray/session_latest/logs/worker-*.err)"
+            )
+    finally:
+        # Also ends any pause nobody could reach.
+        with contextlib.suppress(RuntimeError):
+            client.stop_job(job_id)
+    return list(reports.values())
+
+
+def table(reports: list[NodeReport]) -> str:
+    rows = [COLUMNS, *(report.row() for report in reports)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)  # fmt: skip
+
+
+def parse_nodes(values: list[str]) -> dict[str, str]:
+    return dict(value.split("=", 1) for value in values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--head", required=True, help="the head's Ray address")
+    parser.add_argument("--nodes", nargs="+", required=True, metavar="NAME=IP")
+    parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")
+    parser.add_argument("--debugger-port-range", required=True, help="e.g. 52000-52099")
+    parser.add_argument("--gcs-port", type=int, default=6379)
+    parser.add_argument("--dashboard-port", type=int, default=8265)
+    parser.add_argument("--timeout", type=float, default=120)
+    args = parser.parse_args(argv)
+    # The job client logs each upload at INFO; the report is what the operator needs.
+    logging.getLogger("ray").setLevel(logging.WARNING)
+
+    low, high = (int(port) for port in args.debugger_port_range.split("-"))
+    reports = probe(
+        args.head,
+        parse_nodes(args.nodes),
+        yaml.safe_load(args.runtime_env.read_text()),
+        range(low, high + 1),
+        {"gcs": args.gcs_port, "dashboard": args.dashboard_port},
+        args.timeout,
+    )
+    print(table(reports))
+    failed = [report for report in reports if report.problem]
+    for report in failed:
+        print(f"FAILED {report.name}: {report.problem}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
