@@ -17,6 +17,7 @@ TEMPLATES = [
     "ray_service/templates/ray.env.j2",
     "ray_service/templates/profile.sh.j2",
     "ray_firewall/templates/firewall.nft.j2",
+    "runbook/templates/RUNBOOK.md.j2",
 ]
 MODES = ["post_mortem", "legacy", "off"]
 PORTS = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())["ray_ports"]
@@ -104,3 +105,28 @@ def test_firewall_guards_the_port_table_for_trusted_sources(rendered: Path) -> N
     assert "2001:db8::/64" in rules
     assert "ct state established,related accept" in rules
     assert "flush ruleset" not in rules
+
+
+ATTACH_HOW = {
+    "post_mortem": "Ray Distributed Debugger",
+    "legacy": "lists paused breakpoints; pick one by number",
+    "off": "no debugger is configured",
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_runbook_says_how_to_attach_in_this_mode_only(rendered: Path, mode: str) -> None:
+    runbook = read(rendered, mode, "RUNBOOK.md")
+    assert f"| Debug mode | **{mode}** |" in runbook
+    for other, words in ATTACH_HOW.items():
+        assert (words in runbook) == (other == mode), other
+
+
+def test_runbook_draws_the_cluster_for_mermaid(rendered: Path) -> None:
+    runbook = read(rendered, "legacy", "RUNBOOK.md")
+    diagram = runbook.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert diagram.startswith("flowchart LR")
+    assert 'n1["rc-head 10.0.0.10<br/>head: GCS :6379, dashboard :8265' in diagram
+    assert 'n2["localhost 10.0.0.11<br/>2 GPUs' in diagram
+    assert 'n2 -->|"GCS :6379"| n1' in diagram
+    assert "trusted: 198.51.100.0/24, 2001:db8::/64" in diagram
