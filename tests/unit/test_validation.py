@@ -124,31 +124,67 @@ def test_bad_input_is_refused_before_any_node(tmp_path: Path, case: str) -> None
         assert message in " ".join(output.split()), output[-3000:]
 
 
+def local_nodes(**worker_vars: object) -> dict:
+    """An inventory of two 'nodes' that are this machine, reached without SSH or sudo.
+
+    A check that wrongly let the play go on would install on this machine: the tests that
+    can run with --check do, and every path the roles write to points into a scratch dir.
+    """
+    local = {
+        "ray_install_dir": "/nonexistent/ray-cluster-test/opt",
+        "ray_config_dir": "/nonexistent/ray-cluster-test/etc",
+        "ray_firewall_enabled": False,
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "ansible_become": False,
+        "ray_python_interpreter": sys.executable,
+        "ray_node_ip": "127.0.0.1",
+        "ray_socket_ifname": "lo",
+    }
+    data = inventory(["n1"], ["n2"])
+    data["ray_cluster"]["children"]["ray_head"]["hosts"]["n1"] = dict(local)
+    data["ray_cluster"]["children"]["ray_workers"]["hosts"]["n2"] = dict(local, **worker_vars)
+    return data
+
+
 def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
-    """Two local 'nodes', one whose Python reports 3.12: the read-only facts play refuses."""
+    """The worker's Python reports 3.12: the read-only facts play refuses."""
     fake_python = tmp_path / "python3.12"
     fake_python.write_text(
         '#!/bin/sh\necho \'{"version": "3.12", "machine": "x86_64", "glibc": "2.36"}\'\n'
     )
     fake_python.chmod(0o755)
-    local = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "ansible_become": False,
-        "ray_node_ip": "127.0.0.1",
-        "ray_socket_ifname": "lo",
-    }
-    data = inventory(["n1"], ["n2"])
-    data["ray_cluster"]["children"]["ray_head"]["hosts"]["n1"] = dict(
-        local, ray_python_interpreter=sys.executable
-    )
-    data["ray_cluster"]["children"]["ray_workers"]["hosts"]["n2"] = dict(
-        local, ray_python_interpreter=str(fake_python)
-    )
 
-    run = cluster_up(tmp_path, data)
+    run = cluster_up(tmp_path, local_nodes(ray_python_interpreter=str(fake_python)), "--check")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
     assert "PLAY [Install nodes]" not in output
     assert f"n1: Python {sys.version_info.major}.{sys.version_info.minor}" in output, output
     assert "n2: Python 3.12 x86_64" in output
+
+
+def test_worker_without_gpus_is_refused_when_gpus_are_required(tmp_path: Path) -> None:
+    run = cluster_up(
+        tmp_path,
+        local_nodes(ray_facts_nvidia_smi="/nonexistent/nvidia-smi"),
+        "-e",
+        "ray_require_gpus=true",
+    )
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "PLAY [Install nodes]" not in output
+    assert "ray_require_gpus is set but workers ['n2'] offer no GPUs" in output, output
+
+
+def test_unknown_ray_version_is_refused_before_any_install(tmp_path: Path) -> None:
+    run = cluster_up(
+        tmp_path,
+        local_nodes(),
+        "-e",
+        "ray_version=2.99.0 verl_install=false ray_artifacts_dir=" + str(tmp_path / "artifacts"),
+    )
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "TASK [ray_python" not in output
+    assert "no version of ray[default]==2.99.0" in output, output[-3000:]
+    assert "Check ray_version, verl_version and ray_python_constraints" in output

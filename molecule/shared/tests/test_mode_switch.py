@@ -29,7 +29,7 @@ SWITCH_TASKS = {
 }
 
 
-def cluster_up(debug_mode: str) -> tuple[set[str], float]:
+def cluster_up(debug_mode: str, *extra: str) -> tuple[set[str], float]:
     """Run cluster-up.yml with `-e debug_mode=...`; the names of changed tasks and seconds."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     started = time.monotonic()
@@ -41,6 +41,7 @@ def cluster_up(debug_mode: str) -> tuple[set[str], float]:
             str(PROJECT / "molecule/shared/converge.yml"),
             "-e",
             f"debug_mode={debug_mode}",
+            *extra,
         ],
         env=env,
         capture_output=True,
@@ -94,3 +95,8 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     record(cluster, "no-op re-run", seconds)
     assert unchanged == set()
     assert jobs.get_job_status(job_id) == JobStatus.RUNNING
+
+
+def test_check_mode_on_a_converged_cluster_changes_nothing(cluster: Cluster) -> None:
+    changed, _ = cluster_up(cluster.mode, "--check", "--diff")
+    assert changed == set()

@@ -76,3 +76,29 @@ def test_ray_status_sees_the_whole_cluster(host) -> None:
     status = host.check_output("bash -lc 'ray status'")
     assert status.count(" node_") == 3
     assert "0.0/2.0 GPU" in status
+
+
+def test_ray_runs_unprivileged(host) -> None:
+    # Every process started from the cluster's venv: ray start, GCS, raylet, agents, workers.
+    # The bracket keeps pgrep from matching the shell that runs this very command.
+    owners = host.check_output("ps -o user= -p \"$(pgrep -d, -f '[/]opt/ray-cluster/venv/')\"")
+    assert set(owners.split()) == {"ray"}
+    assert host.user("ray").shell == "/usr/sbin/nologin"
+
+
+def test_ray_cannot_change_its_own_code_or_config(host) -> None:
+    for path in ("/opt/ray-cluster/venv/bin", "/opt/ray-cluster/venv/lib", "/etc/ray-cluster"):
+        assert host.run(f"runuser -u ray -- test -w {path}").rc != 0, path
+        assert host.file(path).user == "root"
+
+
+def test_unit_is_hardened(host) -> None:
+    shown = host.check_output(
+        "systemctl show ray -p NoNewPrivileges -p ProtectSystem -p ProtectHome -p User"
+    )
+    assert set(shown.splitlines()) == {
+        "NoNewPrivileges=yes",
+        "ProtectSystem=full",
+        "ProtectHome=yes",
+        "User=ray",
+    }

@@ -42,6 +42,7 @@ def test_purge_removes_ours_and_keeps_the_hosts(purged, host_of, node) -> None:
     assert not host.file("/opt/ray-cluster").exists
     assert not host.file("/usr/local/bin/ray").exists
     assert not host.file("/etc/ray-cluster").exists
+    assert not host.user("ray").exists
     tables = host.check_output("nft list tables")
     assert "ray_cluster" not in tables
     assert "table inet site_rules" in tables
