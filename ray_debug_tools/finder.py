@@ -9,7 +9,6 @@ consumes a pause, so only --attach (pdb) or the VS Code config (debugpy) does th
 import argparse
 import codecs
 import json
-import os
 import socket
 import sys
 import threading
@@ -244,15 +243,13 @@ def _notes(pauses: list[Pause]) -> list[str]:
 # ---- cluster access ------------------------------------------------------------------------
 
 
-def find_pauses(
-    endpoints: Endpoints, mode: Mode, timeout: float, token: str | None = None
-) -> list[Pause]:
+def find_pauses(endpoints: Endpoints, mode: Mode, timeout: float) -> list[Pause]:
     """Every pause in the places `mode` says to look, numbered for --vscode/--attach."""
     found: list[Pause] = []
     if mode in (LEGACY, "auto") and endpoints.gcs:
         found += legacy_pauses(*_legacy_data(endpoints.gcs, timeout))
     if mode in (POST_MORTEM, "auto") and endpoints.dashboard:
-        found += _post_mortem_data(endpoints.dashboard, timeout, token)
+        found += _post_mortem_data(endpoints.dashboard, timeout)
     return numbered(found)
 
 
@@ -271,11 +268,11 @@ def _legacy_data(gcs_address: str, timeout: float) -> tuple[list[LegacyBreakpoin
     }
 
 
-def _post_mortem_data(dashboard_url: str, timeout: float, token: str | None) -> list[Pause]:
-    workers = paused_workers(dashboard_url, timeout, token)
+def _post_mortem_data(dashboard_url: str, timeout: float) -> list[Pause]:
+    workers = paused_workers(dashboard_url, timeout)
     # One filtered query per paused worker: few workers pause, while a cluster-wide task
     # listing can hit the state API's 10000-row cap and miss the running task.
-    tasks = {w.worker_id: worker_tasks(dashboard_url, w.worker_id, timeout, token) for w in workers}
+    tasks = {w.worker_id: worker_tasks(dashboard_url, w.worker_id, timeout) for w in workers}
     return post_mortem_pauses(workers, tasks, time.time())
 
 
@@ -321,8 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ray-breakpoints",
         description="List Ray tasks paused in a debugger (legacy pdb or debugpy) and attach.",
-        epilog="Listing never attaches; attaching is what uses up a pause. Token auth: "
-        "--token or RAY_AUTH_TOKEN for the dashboard; RAY_AUTH_MODE=token for the GCS.",
+        epilog="Listing never attaches; attaching is what uses up a pause. On a cluster with "
+        "token auth, set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH (or RAY_AUTH_TOKEN), "
+        "as for the ray CLI.",
     )
     parser.add_argument("--head", help=f"head host: GCS :{GCS_PORT}, dashboard :{DASHBOARD_PORT}")
     parser.add_argument("--dashboard", help="dashboard URL, e.g. http://HOST:8265")
@@ -335,11 +333,6 @@ def build_parser() -> argparse.ArgumentParser:
         "auto (default): both, wherever an address is known",
     )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("RAY_AUTH_TOKEN"),
-        help="Ray auth token for the dashboard (default: $RAY_AUTH_TOKEN)",
-    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the list as JSON")
     output.add_argument("--vscode", type=int, metavar="N", help="print launch.json for pause N")
@@ -353,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     endpoints = resolve_endpoints(args.head, args.dashboard, args.gcs)
     _check_endpoints(parser, endpoints, args.mode)
     try:
-        pauses = find_pauses(endpoints, args.mode, args.timeout, args.token)
+        pauses = find_pauses(endpoints, args.mode, args.timeout)
         if args.vscode is not None:
             return _print_vscode(pauses, args.vscode, _command(args))
         if args.attach is not None:

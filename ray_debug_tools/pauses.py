@@ -8,6 +8,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from ray._private.authentication.http_token_authentication import (
+    get_auth_headers_if_auth_enabled,
+)
 from ray._raylet import GcsClient
 
 from ray_debug_tools._net import RayDebugConnectionError, open_tcp
@@ -78,15 +81,13 @@ def legacy_breakpoints(gcs_address: str, timeout: float = 10.0) -> list[LegacyBr
     return sorted(found, key=lambda record: record.waited_s)
 
 
-def paused_workers(
-    dashboard_url: str, timeout: float = 10.0, token: str | None = None
-) -> list[PausedWorker]:
+def paused_workers(dashboard_url: str, timeout: float = 10.0) -> list[PausedWorker]:
     """Workers with a paused thread, from the dashboard's state API.
 
-    `dashboard_url` is like "http://HEAD:8265"; `token` is Ray's auth token when
-    RAY_AUTH_MODE=token is on.
+    `dashboard_url` is like "http://HEAD:8265". Token auth follows Ray's own clients:
+    RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, set before Ray is imported.
     """
-    rows = _state_api_rows(f"{dashboard_url.rstrip('/')}/api/v0/workers", timeout, token)
+    rows = _state_api_rows(f"{dashboard_url.rstrip('/')}/api/v0/workers", timeout)
     return paused_workers_from_rows(rows)
 
 
@@ -107,16 +108,14 @@ def paused_workers_from_rows(rows: list[dict[str, Any]]) -> list[PausedWorker]:
     ]
 
 
-def worker_tasks(
-    dashboard_url: str, worker_id: str, timeout: float = 10.0, token: str | None = None
-) -> list[dict[str, Any]]:
+def worker_tasks(dashboard_url: str, worker_id: str, timeout: float = 10.0) -> list[dict[str, Any]]:
     """Raw rows of `GET /api/v0/tasks?detail=1` for the tasks running in one worker."""
     url = f"{dashboard_url.rstrip('/')}/api/v0/tasks"
     # The GCS applies the state filter itself but not the worker_id one, which the dashboard
     # applies to what the GCS sent: without state=RUNNING, a job past the GCS's row limit
     # could lose the running task before the worker filter ever sees it.
     filters = [("state", "=", "RUNNING"), ("worker_id", "=", worker_id)]
-    return _state_api_rows(url, timeout, token, filters=filters)
+    return _state_api_rows(url, timeout, filters=filters)
 
 
 def legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
@@ -141,7 +140,6 @@ def legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
 def _state_api_rows(
     url: str,
     timeout: float,
-    token: str | None,
     filters: list[tuple[str, str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     # The state API truncates to 100 rows by default; 10000 is its server-side maximum.
@@ -149,13 +147,18 @@ def _state_api_rows(
     # The server zips repeated filter_keys/filter_predicates/filter_values in order.
     for key, predicate, value in filters or []:
         query += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
-    request = urllib.request.Request(f"{url}?{urllib.parse.urlencode(query)}")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    request = urllib.request.Request(
+        f"{url}?{urllib.parse.urlencode(query)}", headers=get_auth_headers_if_auth_enabled({})
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             payload = json.load(response)
     except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise RuntimeError(
+                f"state API {url} answered HTTP {exc.code} {exc.reason}: set RAY_AUTH_MODE=token "
+                "and RAY_AUTH_TOKEN_PATH to the cluster's token file (see the runbook)"
+            ) from exc
         raise RuntimeError(f"state API {url} answered HTTP {exc.code} {exc.reason}") from exc
     except (urllib.error.URLError, TimeoutError) as exc:
         raise RayDebugConnectionError(f"state API {url} unreachable: {exc}") from exc

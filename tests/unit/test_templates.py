@@ -23,9 +23,7 @@ MODES = ["post_mortem", "legacy", "off"]
 PORTS = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())["ray_ports"]
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("rendered")
+def render(out: Path, **variables: object) -> Path:
     run = subprocess.run(
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
@@ -33,7 +31,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(PROJECT / "tests/unit/inventory/render.yml"),
             str(PROJECT / "tests/unit/playbooks/render_templates.yml"),
             "-e",
-            json.dumps({"render_dir": str(out), "render_templates": TEMPLATES}),
+            json.dumps({"render_dir": str(out), "render_templates": TEMPLATES, **variables}),
         ],
         cwd=PROJECT,
         capture_output=True,
@@ -42,6 +40,16 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return render(tmp_path_factory.mktemp("rendered"))
+
+
+@pytest.fixture(scope="module")
+def rendered_without_auth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return render(tmp_path_factory.mktemp("no_auth"), ray_auth_mode="disabled")
 
 
 def read(rendered: Path, mode: str, name: str) -> str:
@@ -130,3 +138,31 @@ def test_runbook_draws_the_cluster_for_mermaid(rendered: Path) -> None:
     assert 'n2["localhost 10.0.0.11<br/>2 GPUs' in diagram
     assert 'n2 -->|"GCS :6379"| n1' in diagram
     assert "trusted: 198.51.100.0/24, 2001:db8::/64" in diagram
+
+
+def test_token_mode_points_every_ray_process_at_the_token_file(rendered: Path) -> None:
+    env = read(rendered, "post_mortem", "ray.env")
+    profile = read(rendered, "post_mortem", "profile.sh")
+    assert "RAY_AUTH_MODE=token" in env.splitlines()
+    assert "RAY_AUTH_TOKEN_PATH=/etc/ray-cluster/auth_token" in env.splitlines()
+    # The value itself never goes into a file that is not 0600.
+    assert "RAY_AUTH_TOKEN=" not in env + profile
+    # Login shells get the path only where the file is readable (root): Ray aborts otherwise.
+    assert "if [ -r /etc/ray-cluster/auth_token ]; then" in profile
+    assert "export RAY_AUTH_TOKEN_PATH=/etc/ray-cluster/auth_token" in profile
+
+
+def test_runbook_tells_how_to_use_the_token(rendered: Path) -> None:
+    runbook = read(rendered, "legacy", "RUNBOOK.md")
+    assert "export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/controller/auth_token" in runbook
+    assert "| Authentication | token:" in runbook
+
+
+def test_disabled_auth_says_so_everywhere(rendered_without_auth: Path) -> None:
+    env = read(rendered_without_auth, "post_mortem", "ray.env")
+    runbook = read(rendered_without_auth, "post_mortem", "RUNBOOK.md")
+    # Explicit, so a Ray release that turns tokens on by default does not lock the cluster out.
+    assert "RAY_AUTH_MODE=disabled" in env.splitlines()
+    assert "RAY_AUTH_TOKEN_PATH" not in env + read(rendered_without_auth, "legacy", "profile.sh")
+    assert "| Authentication | DISABLED" in runbook
+    assert "## Authenticate" not in runbook

@@ -105,6 +105,46 @@ CASES = {
         [],
         ["'52300-52400' overlaps Ray's own ports dashboard_agent_http"],
     ),
+    "unknown auth mode on the command line": (
+        inventory(["h"], ["w"]),
+        ["-e", "ray_auth_mode=password"],
+        ["value of ray_auth_mode must be one of: token, disabled, got: password"],
+    ),
+    "unknown auth mode in the inventory": (
+        inventory(["h"], ["w"], ray_auth_mode="off"),
+        [],
+        ["ray_auth_mode 'off' is not valid; choose one of token, disabled"],
+    ),
+    "auth mode differs between hosts": (
+        with_host_vars(inventory(["h"], ["w"]), "ray_workers", "w", ray_auth_mode="disabled"),
+        [],
+        ["ray_auth_mode 'disabled' differs from the head's 'token'"],
+    ),
+    "short token": (
+        inventory(["h"], ["w"], ray_auth_token="hunter2-short"),
+        [],
+        ["ray_auth_token is 13 characters; use at least 32"],
+    ),
+    "token with whitespace": (
+        inventory(["h"], ["w"], ray_auth_token="0123456789abcdef 0123456789abcdef0"),
+        [],
+        ["ray_auth_token contains whitespace"],
+    ),
+    "worker batch of zero": (
+        inventory(["h"], ["w"]),
+        ["-e", "ray_worker_batch=0"],
+        ["ray_worker_batch '0' is not valid; use a number of workers"],
+    ),
+    "worker batch over 100%": (
+        inventory(["h"], ["w"]),
+        ["-e", "ray_worker_batch=150%"],
+        ["ray_worker_batch '150%' is not valid"],
+    ),
+    "worker batch in the inventory": (
+        inventory(["h"], ["w"], ray_worker_batch=1),
+        [],
+        ["ray_worker_batch is set in the inventory for w", "-e ray_worker_batch=N"],
+    ),
     "GPU count not a number": (
         with_host_vars(inventory(["h"], ["w"]), "ray_workers", "w", ray_num_gpus="eight"),
         [],
@@ -122,6 +162,8 @@ def test_bad_input_is_refused_before_any_node(tmp_path: Path, case: str) -> None
     assert "PLAY [Gather node facts]" not in output, "validation let a node be contacted"
     for message in messages:
         assert message in " ".join(output.split()), output[-3000:]
+    # A rejected token is described, never echoed.
+    assert "hunter2" not in output and "0123456789abcdef 0123" not in output
 
 
 def local_nodes(**worker_vars: object) -> dict:

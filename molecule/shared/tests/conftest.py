@@ -7,8 +7,10 @@ debug mode from the molecule inventory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,9 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
+from ray._private.authentication.http_token_authentication import (
+    get_auth_headers_if_auth_enabled,
+)
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 PROJECT = Path(__file__).resolve().parents[3]
@@ -78,6 +83,21 @@ def host_of() -> Callable[[str], testinfra.host.Host]:
 @pytest.fixture(scope="session")
 def outsider() -> testinfra.host.Host:
     return _host("rc-outsider")
+
+
+def alive_nodes(cluster: Cluster) -> dict[str, str]:
+    """{ip: node_id} of ALIVE nodes from the head's state API; {} while it does not answer."""
+    request = urllib.request.Request(
+        f"{cluster.dashboard}/api/v0/nodes?limit=10000&detail=true",
+        # The token the runbook's environment names, as Ray's own clients send it.
+        headers=get_auth_headers_if_auth_enabled({}),
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            rows = json.load(response)["data"]["result"]["result"]
+    except OSError:
+        return {}
+    return {row["node_ip"]: row["node_id"] for row in rows if row["state"] == "ALIVE"}
 
 
 @pytest.fixture(scope="session")

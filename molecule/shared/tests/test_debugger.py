@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import pytest
 from conftest import Cluster, wait_for_job
 from ray.job_submission import JobStatus
 
@@ -50,6 +51,17 @@ def filtered_for_outsider(outsider, ip: str, port: int) -> bool:
     return f"{port}/filtered/" in scan
 
 
+def open_for_controller(ip: str, port: int) -> bool:
+    """The paused debugger seen from this trusted address (the network's gateway)."""
+    scan = subprocess.run(
+        ["nmap", "-Pn", "-n", "-p", str(port), "--max-retries", "1", "-oG", "-", ip],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return f"{port}/open/" in scan
+
+
 def legacy_round_trip(cluster: Cluster, submit, jobs, outsider) -> None:
     """A breakpoint() in a task on a worker: find it in the GCS, read a local, continue."""
     worker_ip = cluster.worker_ips[WORKER]
@@ -59,6 +71,7 @@ def legacy_round_trip(cluster: Cluster, submit, jobs, outsider) -> None:
     assert (pause.ip, pause.filename.endswith("legacy_breakpoint.py")) == (worker_ip, True)
     assert pause.port in cluster.debugger_range
     assert filtered_for_outsider(outsider, pause.ip, pause.port)
+    assert open_for_controller(pause.ip, pause.port)
     finder_lists(cluster, "legacy", f"{pause.ip}:{pause.port}")
 
     with PdbSession.connect(pause.ip, pause.port) as session:
@@ -78,6 +91,7 @@ def post_mortem_round_trip(cluster: Cluster, submit, jobs, outsider) -> None:
     assert pause.ip == worker_ip
     assert pause.port in cluster.debugger_range
     assert filtered_for_outsider(outsider, pause.ip, pause.port)
+    assert open_for_controller(pause.ip, pause.port)
     finder_lists(cluster, "post_mortem", f"{pause.ip}:{pause.port}")
 
     with DapSession.connect(pause.ip, pause.port) as session:
@@ -97,3 +111,17 @@ ROUND_TRIPS = {"legacy": legacy_round_trip, "post_mortem": post_mortem_round_tri
 
 def test_debugger_round_trip_from_the_controller(cluster: Cluster, submit, jobs, outsider) -> None:
     ROUND_TRIPS[cluster.mode](cluster, submit, jobs, outsider)
+
+
+def test_ray_debug_in_a_login_shell_on_the_head(cluster: Cluster, submit, jobs, host_of) -> None:
+    """The runbook's legacy path: `ray debug` as root on the head (token from the login shell)."""
+    if cluster.mode != "legacy":
+        pytest.skip("ray debug serves legacy breakpoints only")
+    job_id = submit("legacy_breakpoint.py", cluster.worker_ips[WORKER])
+    wait_for(lambda: legacy_breakpoints(cluster.gcs), "breakpoint")
+    # Pick breakpoint 0, print a local, continue; end of input then ends `ray debug`.
+    session = host_of("rc-head").run(
+        "bash -lc \"(printf '0\\n'; sleep 5; printf 'p answer\\nc\\n') | timeout 60 ray debug\""
+    )
+    assert "(Pdb) 42" in session.stdout, session.stdout + session.stderr
+    assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED

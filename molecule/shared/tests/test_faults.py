@@ -4,32 +4,19 @@ survived fails instead of hanging. Only the `faults` scenario runs these (marker
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable
 
 import pytest
-from conftest import PROJECT, Cluster, wait_for_job
+from conftest import PROJECT, Cluster, alive_nodes, wait_for_job
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_mode_switch import record
 from test_nodes import MODE_ENV
 
 pytestmark = pytest.mark.faults
 REJOIN_TIMEOUT = 300
-
-
-def alive_nodes(cluster: Cluster) -> dict[str, str]:
-    """{ip: node_id} of ALIVE nodes, from the head's state API."""
-    url = f"{cluster.dashboard}/api/v0/nodes?limit=10000&detail=true"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            rows = json.load(response)["data"]["result"]["result"]
-    except OSError:
-        return {}
-    return {row["node_ip"]: row["node_id"] for row in rows if row["state"] == "ALIVE"}
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> float:

@@ -50,6 +50,10 @@ def cluster_up(debug_mode: str, *extra: str) -> tuple[set[str], float]:
     )
     elapsed = time.monotonic() - started
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    # The JSON callback prints every task's full result: the token must be in none of them.
+    if os.environ.get("RAY_AUTH_MODE") == "token":
+        token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+        assert token not in run.stdout + run.stderr
     report = json.loads(run.stdout)
     changed = {
         task["task"]["name"].split(" : ", 1)[-1]

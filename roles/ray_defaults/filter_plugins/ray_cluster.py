@@ -111,6 +111,15 @@ def nodes_not_ready(rows: Iterable[Mapping[str, Any]], wanted: Mapping[str, int]
     return problems
 
 
+def alive_node_ids(rows: Iterable[Mapping[str, Any]], address: str) -> list[str]:
+    """Node ids the state API reports ALIVE at `address` (a restart adds a new one)."""
+    return [
+        str(row["node_id"])
+        for row in rows
+        if row.get("node_ip") == address and row.get("state") == "ALIVE"
+    ]
+
+
 class FilterModule:
     """Ansible entry point."""
 
@@ -125,5 +134,6 @@ class FilterModule:
             "ray_interface_for_ip": interface_for_ip,
             "ray_oldest_version": oldest_version,
             "ray_nodes_not_ready": nodes_not_ready,
+            "ray_alive_node_ids": alive_node_ids,
             "ray_network_host": network_host,
         }
