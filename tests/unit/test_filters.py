@@ -101,3 +101,14 @@ def test_nodes_not_ready_reports_missing_nodes_and_gpu_mismatch() -> None:
 def test_network_host_counts_from_the_network_address() -> None:
     assert filters.network_host("10.124.0.0/24", 1) == "10.124.0.1"
     assert filters.network_host("10.124.0.0/24", 2) == "10.124.0.2"
+
+
+def test_alive_node_ids_keeps_only_live_records_of_the_address() -> None:
+    # A restarted node leaves its dead record behind; only the new id proves it came back.
+    rows = [
+        {"node_ip": "10.0.0.2", "state": "DEAD", "node_id": "old"},
+        {"node_ip": "10.0.0.2", "state": "ALIVE", "node_id": "new"},
+        {"node_ip": "10.0.0.3", "state": "ALIVE", "node_id": "other"},
+    ]
+    assert filters.alive_node_ids(rows, "10.0.0.2") == ["new"]
+    assert filters.alive_node_ids(rows, "10.0.0.9") == []
