@@ -9,7 +9,7 @@ SANDBOX_INVENTORY := artifacts/ray-sandbox/hosts.yml
 # `make probe`: any cluster's inventory; the sandbox's by default.
 INVENTORY ?= $(SANDBOX_INVENTORY)
 
-.PHONY: setup image lint unit molecule sandbox test clean up down probe
+.PHONY: setup image lint unit molecule sandbox test clean up down probe bench
 
 setup: $(VENV)/.installed
 
@@ -50,6 +50,12 @@ sandbox: setup image
 	pytest tests/sandbox
 
 test: lint unit molecule sandbox
+
+# Timings live here, never in tests: writes docs/benchmarks.md and docs/benchmarks.png.
+bench: setup image
+	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync >/dev/null)
+	pip install --quiet -r bench/requirements.txt
+	python -m bench.run $(BENCH_ARGS)
 
 clean: down
 	for scenario in $(SCENARIOS); do molecule destroy -s $$scenario || true; done

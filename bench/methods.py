@@ -1,0 +1,75 @@
+"""The three ways to a debug-ready cluster, each timed from bare nodes to every node alive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from bench.nodes import PROJECT, RESULTS, SSH_INVENTORY, Nodes, run
+
+VENV_BIN = Path(sys.executable).parent
+ARCHIVE = RESULTS / "wheelhouse.tar"
+LOCK = RESULTS / "requirements.lock"
+WHEELHOUSE = PROJECT / ".cache/wheelhouse"
+RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", re.MULTILINE)
+
+
+def cluster_up(*extra: str) -> tuple[float, int]:
+    """Seconds for `cluster-up.yml` on the benchmark nodes, and the tasks it changed."""
+    started = time.monotonic()
+    output = run(VENV_BIN / "ansible-playbook", "-i", SSH_INVENTORY, "cluster-up.yml", *extra)
+    seconds = time.monotonic() - started
+    return seconds, sum(int(changed) for _, changed in RECAP.findall(output))
+
+
+def keep_lock_and_archive() -> None:
+    """After a cluster-up: the lock it installed and its wheelhouse, for the other methods."""
+    [lock] = (PROJECT / "artifacts/bench/locks").glob("*.lock")
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    shutil.copyfile(lock, LOCK)
+    ARCHIVE.unlink(missing_ok=True)
+    os.link(WHEELHOUSE / f"{digest}.tar", ARCHIVE)
+
+
+def ray_up(nodes: Nodes) -> float:
+    """Seconds for `ray up` (local provider) until the autoscaler has every worker alive."""
+    started = time.monotonic()
+    run(
+        VENV_BIN / "ray", "up", "-y", "--no-config-cache", "bench/ray-up.yaml",
+        env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
+    )  # fmt: skip
+    wait_alive(nodes.head, len(nodes.names))
+    return time.monotonic() - started
+
+
+def manual(nodes: Nodes) -> float:
+    """Seconds for the guide's steps over SSH, one node at a time."""
+    started = time.monotonic()
+    run("bench/manual.sh", RESULTS / "id_ed25519", ARCHIVE, LOCK, nodes.head,
+        *nodes.worker_addresses)  # fmt: skip
+    wait_alive(nodes.head, len(nodes.names))
+    return time.monotonic() - started
+
+
+def wait_alive(head: str, count: int, timeout: float = 900) -> None:
+    """Until the head's state API lists `count` ALIVE nodes (clusters without token auth)."""
+    deadline = time.monotonic() + timeout
+    url = f"http://{head}:8265/api/v0/nodes?limit=10000"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                rows = json.load(response)["data"]["result"]["result"]
+            if sum(row["state"] == "ALIVE" for row in rows) >= count:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{count} nodes not alive at {head} after {timeout:g} s")
+        time.sleep(1)

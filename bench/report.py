@@ -1,0 +1,168 @@
+"""docs/benchmarks.md and docs/benchmarks.png from the samples of one `make bench` run."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from bench.nodes import PROJECT, RESULTS
+
+DOC = PROJECT / "docs/benchmarks.md"
+PLOT = PROJECT / "docs/benchmarks.png"
+
+
+@dataclass(frozen=True)
+class Stat:
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def cell(self) -> str:
+        low, high = min(self.samples), max(self.samples)
+        return f"{self.median:.0f} s ({low:.0f}-{high:.0f}, n={len(self.samples)})"
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def stat(rows: list[dict], **match: object) -> Stat:
+    samples = [row["seconds"] for row in rows if all(row.get(k) == v for k, v in match.items())]
+    if not samples:
+        raise ValueError(f"no samples for {match}")
+    return Stat(samples)
+
+
+def machine() -> str:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")), platform.processor(),
+    )  # fmt: skip
+    memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    docker = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
+    ).stdout.strip()
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {memory_kib / 2**20:.0f} GiB memory, "
+        f"Linux {platform.release()}, Docker {docker}, Python {sys.version.split()[0]}"
+    )
+
+
+def verdict(value: Stat, base: Stat, factor: float) -> str:
+    """Whether value's median is within factor x base's, with the actual factor."""
+    actual = value.median / base.median
+    return f"{'met' if actual <= factor else '**not met**'} ({actual:.2f} x)"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    counts = sorted({row["workers"] for row in rows if row["what"] == "scale"})
+    stats = [stat(rows, what="scale", workers=count) for count in counts]
+    medians = [s.median for s in stats]
+    low = [s.median - min(s.samples) for s in stats]
+    high = [max(s.samples) - s.median for s in stats]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.errorbar(counts, medians, yerr=[low, high], marker="o", capsize=4, label="cluster-up.yml")
+    axes.set_xlabel("workers (plus one head)")
+    axes.set_ylabel("cold cluster-up, seconds (median, min-max)")
+    axes.set_xticks(counts)
+    axes.set_ylim(bottom=0)
+    axes.set_title("Ray + debugpy, bare nodes to debug-ready")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def write(samples: Path) -> None:
+    rows = load(samples)
+    ours = stat(rows, what="cold", method="cluster-up")
+    ray_up = stat(rows, what="cold", method="ray up")
+    manual = stat(rows, what="cold", method="manual")
+    noop = stat(rows, what="no-op", without=None)
+    switch = stat(rows, what="mode switch")
+    add = stat(rows, what="add a worker")
+    rerun = stat(rows, what="re-run", method="ray up")
+    counts = sorted({row["workers"] for row in rows if row["what"] == "scale"})
+    scale = {count: stat(rows, what="scale", workers=count) for count in counts}
+    one = scale[counts[0]]
+    levers = sorted({row["without"] for row in rows if row.get("without")})
+    noop_changes = sorted({row["changed"] for row in rows if row["what"] == "no-op"})
+
+    def ratio(value: Stat) -> str:
+        return f"{value.median / ray_up.median:.2f}"
+
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`bench/`) from one run; the samples are in",
+        "`artifacts/bench-results/results.jsonl` of that run. Timings live here, never in tests.",
+        "",
+        f"- Run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {machine()}",
+        "- Nodes: systemd containers of the sandbox image on one Docker network, reached over",
+        "  SSH by all three methods (ControlPersist and pipelining for Ansible, per",
+        "  `ansible.cfg`). All nodes share the machine's CPUs.",
+        "- Installed: Ray 2.60.0 + debugpy + verl 0.9.1 (CPU torch) from the same lock and the",
+        "  same warm wheelhouse archive, one archive per node, legacy debug mode.",
+        "",
+        "## 1 head + 2 workers",
+        "",
+        "| measurement | median (min-max, n) | / `ray up` cold | target | |",
+        "|---|---|---|---|---|",
+        f"| `cluster-up.yml`, bare nodes to debug-ready | {ours.cell()} | {ratio(ours)} "
+        f"| <= 0.5 x `ray up` | {verdict(ours, ray_up, 0.5)} |",
+        f"| `ray up` (local provider, `bench/ray-up.yaml`) | {ray_up.cell()} | 1.00 | | |",
+        f"| manual sequence over SSH, node by node (`bench/manual.sh`) | {manual.cell()} "
+        f"| {ratio(manual)} | | |",
+        f"| no-op re-run of `cluster-up.yml` (tasks changed: {noop_changes}) | {noop.cell()} "
+        f"| {ratio(noop)} | <= 0.1 x cold | {verdict(noop, ours, 0.1)} |",
+        f"| re-run of `ray up` (re-runs setup, restarts Ray) | {rerun.cell()} "
+        f"| {ratio(rerun)} | | |",
+        f"| mode switch legacy <-> post_mortem | {switch.cell()} | {ratio(switch)} "
+        f"| <= 0.25 x cold | {verdict(switch, ours, 0.25)} |",
+        f"| add one worker to a running cluster | {add.cell()} | {ratio(add)} | | |",
+        "",
+        "## Levers: the no-op re-run with one of them turned off",
+        "",
+        "| turned off | median (min-max, n) | / with it |",
+        "|---|---|---|",
+        *(
+            f"| {lever} | {stat(rows, what='no-op', without=lever).cell()} "
+            f"| {stat(rows, what='no-op', without=lever).median / noop.median:.2f} |"
+            for lever in levers
+        ),
+        "",
+        "## Scale: Ray + debugpy, 1 head + N workers, cold",
+        "",
+        "| workers | median (min-max, n) | / 1 worker |",
+        "|---|---|---|",
+        *(
+            f"| {count} | {scale[count].cell()} | {scale[count].median / one.median:.2f} |"
+            for count in counts
+        ),
+        "",
+        f"Target: {counts[-1]} workers <= 1.3 x 1 worker: {verdict(scale[counts[-1]], one, 1.3)}.",
+        "",
+        "![cold cluster-up time against worker count](benchmarks.png)",
+        "",
+    ]
+    DOC.write_text("\n".join(lines))
+    plot(rows, PLOT)
+    print(f"wrote {DOC} and {PLOT}")
+
+
+if __name__ == "__main__":
+    write(RESULTS / "results.jsonl")

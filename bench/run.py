@@ -1,0 +1,106 @@
+"""`make bench`: cluster-up.yml against `ray up` and a manual SSH sequence, on the same bare
+sandbox nodes with the same warm wheelhouse. Every sample lands in
+artifacts/bench-results/results.jsonl as it is taken; docs/benchmarks.md and its plot are
+written from that file at the end (`python -m bench.report` rewrites them alone)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+from bench import report
+from bench.methods import cluster_up, keep_lock_and_archive, manual, ray_up
+from bench.nodes import RESULTS, Nodes
+
+SAMPLES = RESULTS / "results.jsonl"
+LEVERS_OFF = {
+    "SSH pipelining": {"ANSIBLE_PIPELINING": "False"},
+    "ControlPersist": {"ANSIBLE_SSH_ARGS": "-o ControlMaster=no"},
+    "parallel forks": {"ANSIBLE_FORKS": "1"},
+}
+
+
+def record(what: str, seconds: float, **details: object) -> None:
+    with SAMPLES.open("a") as samples:
+        samples.write(json.dumps({"what": what, "seconds": round(seconds, 1), **details}) + "\n")
+    print(f"{what}: {seconds:.1f} s {details or ''}", flush=True)
+
+
+def on_fresh_nodes(nodes: Nodes, measure: Callable[[Nodes], None]) -> None:
+    """Bare containers for one measurement, removed afterwards whatever happens."""
+    nodes.destroy()
+    nodes.create()
+    try:
+        measure(nodes)
+    finally:
+        nodes.destroy()
+
+
+def warm_up(nodes: Nodes) -> None:
+    """Untimed: resolve the lock and build the wheelhouse every timed run then finds warm."""
+    cluster_up("-e", "debug_mode=legacy")
+    if nodes.verl:
+        keep_lock_and_archive()
+
+
+def ours(nodes: Nodes) -> None:
+    """Cold, then on the same cluster: a no-op, a switch each way, one worker more."""
+    seconds, _ = cluster_up("-e", "debug_mode=legacy")
+    record("cold", seconds, method="cluster-up", workers=nodes.workers)
+    seconds, changed = cluster_up("-e", "debug_mode=legacy")
+    record("no-op", seconds, method="cluster-up", changed=changed)
+    for mode in ("post_mortem", "legacy"):
+        seconds, _ = cluster_up("-e", f"debug_mode={mode}")
+        record("mode switch", seconds, method="cluster-up", to=mode)
+    # Levers, each measured by turning it off for a no-op run.
+    for lever, env in LEVERS_OFF.items():
+        seconds, changed = cluster_up("-e", "debug_mode=legacy", env=env)
+        record("no-op", seconds, method="cluster-up", without=lever, changed=changed)
+    bigger = Nodes(nodes.workers + 1, nodes.verl)
+    bigger.create()
+    seconds, _ = cluster_up("-e", "debug_mode=legacy")
+    record("add a worker", seconds, method="cluster-up", workers=bigger.workers)
+
+
+def theirs(nodes: Nodes) -> None:
+    record("cold", ray_up(nodes), method="ray up", workers=nodes.workers)
+    # What an operator re-running `ray up` gets: setup again and Ray restarted.
+    record("re-run", ray_up(nodes), method="ray up")
+
+
+def by_hand(nodes: Nodes) -> None:
+    record("cold", manual(nodes), method="manual", workers=nodes.workers)
+
+
+def scale(nodes: Nodes) -> None:
+    seconds, _ = cluster_up("-e", "debug_mode=legacy")
+    record("scale", seconds, method="cluster-up", workers=nodes.workers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scale", type=int, nargs="+", default=[1, 2, 4], metavar="WORKERS")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    SAMPLES.write_text("")
+    started = time.monotonic()
+
+    full = Nodes(workers=2, verl=True)
+    on_fresh_nodes(full, warm_up)
+    on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
+    for _ in range(args.repeats):
+        on_fresh_nodes(full, ours)
+        on_fresh_nodes(full, theirs)
+        on_fresh_nodes(full, by_hand)
+        for workers in args.scale:
+            on_fresh_nodes(Nodes(workers=workers, verl=False), scale)
+
+    print(f"benchmark took {(time.monotonic() - started) / 60:.0f} min", flush=True)
+    report.write(SAMPLES)
+
+
+if __name__ == "__main__":
+    main()
