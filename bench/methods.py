@@ -21,10 +21,13 @@ WHEELHOUSE = PROJECT / ".cache/wheelhouse"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", re.MULTILINE)
 
 
-def cluster_up(*extra: str) -> tuple[float, int]:
+def cluster_up(*extra: str, env: dict[str, str] | None = None) -> tuple[float, int]:
     """Seconds for `cluster-up.yml` on the benchmark nodes, and the tasks it changed."""
     started = time.monotonic()
-    output = run(VENV_BIN / "ansible-playbook", "-i", SSH_INVENTORY, "cluster-up.yml", *extra)
+    output = run(
+        VENV_BIN / "ansible-playbook", "-i", SSH_INVENTORY, "cluster-up.yml", *extra,
+        env=dict(os.environ, **(env or {})),
+    )  # fmt: skip
     seconds = time.monotonic() - started
     return seconds, sum(int(changed) for _, changed in RECAP.findall(output))
 

@@ -6,6 +6,7 @@ written from that file at the end (`python -m bench.report` rewrites them alone)
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -18,8 +19,9 @@ SAMPLES = RESULTS / "results.jsonl"
 LEVERS_OFF = {
     "SSH pipelining": {"ANSIBLE_PIPELINING": "False"},
     "ControlPersist": {"ANSIBLE_SSH_ARGS": "-o ControlMaster=no"},
-    "parallel forks": {"ANSIBLE_FORKS": "1"},
 }
+# Each repeat switches once, alternating, so the switches are split between directions.
+SWITCH_TO = ("post_mortem", "legacy")
 
 
 def record(what: str, seconds: float, **details: object) -> None:
@@ -45,22 +47,22 @@ def warm_up(nodes: Nodes) -> None:
         keep_lock_and_archive()
 
 
-def ours(nodes: Nodes) -> None:
-    """Cold, then on the same cluster: a no-op, a switch each way, one worker more."""
-    seconds, _ = cluster_up("-e", "debug_mode=legacy")
-    record("cold", seconds, method="cluster-up", workers=nodes.workers)
-    seconds, changed = cluster_up("-e", "debug_mode=legacy")
+def ours(nodes: Nodes, repeat: int) -> None:
+    """Cold, then on the same cluster: a no-op, a mode switch, levers off, one worker more."""
+    start, mode = SWITCH_TO[(repeat + 1) % 2], SWITCH_TO[repeat % 2]
+    seconds, _ = cluster_up("-e", f"debug_mode={start}")
+    record("cold", seconds, method="cluster-up", workers=nodes.workers, mode=start)
+    seconds, changed = cluster_up("-e", f"debug_mode={start}")
     record("no-op", seconds, method="cluster-up", changed=changed)
-    for mode in ("post_mortem", "legacy"):
-        seconds, _ = cluster_up("-e", f"debug_mode={mode}")
-        record("mode switch", seconds, method="cluster-up", to=mode)
+    seconds, _ = cluster_up("-e", f"debug_mode={mode}")
+    record("mode switch", seconds, method="cluster-up", to=mode)
     # Levers, each measured by turning it off for a no-op run.
     for lever, env in LEVERS_OFF.items():
-        seconds, changed = cluster_up("-e", "debug_mode=legacy", env=env)
+        seconds, changed = cluster_up("-e", f"debug_mode={mode}", env=env)
         record("no-op", seconds, method="cluster-up", without=lever, changed=changed)
     bigger = Nodes(nodes.workers + 1, nodes.verl)
     bigger.create()
-    seconds, _ = cluster_up("-e", "debug_mode=legacy")
+    seconds, _ = cluster_up("-e", f"debug_mode={mode}")
     record("add a worker", seconds, method="cluster-up", workers=bigger.workers)
 
 
@@ -91,8 +93,8 @@ def main() -> None:
     full = Nodes(workers=2, verl=True)
     on_fresh_nodes(full, warm_up)
     on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
-    for _ in range(args.repeats):
-        on_fresh_nodes(full, ours)
+    for repeat in range(args.repeats):
+        on_fresh_nodes(full, functools.partial(ours, repeat=repeat))
         on_fresh_nodes(full, theirs)
         on_fresh_nodes(full, by_hand)
         for workers in args.scale:
