@@ -20,6 +20,8 @@ import matplotlib.pyplot as plt
 from bench.nodes import PROJECT, RESULTS
 
 DOC = PROJECT / "docs/benchmarks.md"
+# The commit the samples were taken on, written by bench/run.py when it starts.
+COMMIT = RESULTS / "commit"
 PLOT = PROJECT / "docs/benchmarks.png"
 
 
@@ -110,13 +112,20 @@ def write(samples: Path) -> None:
         "Written by `make bench` (`bench/`) from one run; the samples are in",
         "`artifacts/bench-results/results.jsonl` of that run. Timings live here, never in tests.",
         "",
-        f"- Run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        f"- Run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, on commit {COMMIT.read_text().strip()}",
         f"- Machine: {machine()}",
         "- Nodes: systemd containers of the sandbox image on one Docker network, reached over",
         "  SSH by all three methods (ControlPersist and pipelining for Ansible, per",
         "  `ansible.cfg`). All nodes share the machine's CPUs.",
         "- Installed: Ray 2.60.0 + debugpy + verl 0.9.1 (CPU torch) from the same lock and the",
-        "  same warm wheelhouse archive, one archive per node, legacy debug mode.",
+        "  same warm wheelhouse archive, one archive per node. `ray up` and the manual sequence",
+        "  start Ray in legacy debug mode; cluster-up's cold runs alternate legacy and",
+        "  post_mortem, and each is followed by a switch to the other mode.",
+        "- Every time runs from bare, booted nodes (or, for re-runs, from the cluster the",
+        "  previous step left) until every node is ALIVE in the head's state API; for",
+        "  cluster-up that is the end of the play, which waits for it.",
+        "- cluster-up also installs and loads the nftables table, the systemd units, token auth",
+        "  and the runbook; `ray up` and the manual sequence do none of that.",
         "",
         "## 1 head + 2 workers",
         "",

@@ -10,12 +10,14 @@ import functools
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from bench import report
 from bench.methods import cluster_up, keep_lock_and_archive, manual, ray_up
-from bench.nodes import RESULTS, Nodes
+from bench.nodes import RESULTS, Nodes, run
 
 SAMPLES = RESULTS / "results.jsonl"
+RAY_UP_STATE = Path("/tmp/ray/cluster-bench-ray-up.state")
 LEVERS_OFF = {
     "SSH pipelining": {"ANSIBLE_PIPELINING": "False"},
     "ControlPersist": {"ANSIBLE_SSH_ARGS": "-o ControlMaster=no"},
@@ -56,8 +58,8 @@ def ours(nodes: Nodes, repeat: int) -> None:
     record("no-op", seconds, method="cluster-up", changed=changed)
     seconds, _ = cluster_up("-e", f"debug_mode={mode}")
     record("mode switch", seconds, method="cluster-up", to=mode)
-    # Levers, each measured by turning it off for a no-op run.
-    for lever, env in LEVERS_OFF.items():
+    # Levers, each measured once by turning it off for a no-op run.
+    for lever, env in LEVERS_OFF.items() if repeat == 0 else ():
         seconds, changed = cluster_up("-e", f"debug_mode={mode}", env=env)
         record("no-op", seconds, method="cluster-up", without=lever, changed=changed)
     bigger = Nodes(nodes.workers + 1, nodes.verl)
@@ -67,6 +69,8 @@ def ours(nodes: Nodes, repeat: int) -> None:
 
 
 def theirs(nodes: Nodes) -> None:
+    # The local provider keeps node state on this machine: bare nodes must not look set up.
+    RAY_UP_STATE.unlink(missing_ok=True)
     record("cold", ray_up(nodes), method="ray up", workers=nodes.workers)
     # What an operator re-running `ray up` gets: setup again and Ray restarted.
     record("re-run", ray_up(nodes), method="ray up")
@@ -81,24 +85,42 @@ def scale(nodes: Nodes) -> None:
     record("scale", seconds, method="cluster-up", workers=nodes.workers)
 
 
+def taken(what: str, method: str, **details: object) -> int:
+    """How many samples like this the results file already holds (for --resume)."""
+    rows = [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
+    wanted = {"what": what, "method": method, **details}
+    return sum(all(row.get(key) == value for key, value in wanted.items()) for row in rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scale", type=int, nargs="+", default=[1, 2, 4], metavar="WORKERS")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="keep the samples taken and take only the missing ones (after a failed run)",
+    )  # fmt: skip
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    SAMPLES.write_text("")
+    if not args.resume:
+        SAMPLES.write_text("")
+        report.COMMIT.write_text(run("git", "rev-parse", "--short", "HEAD"))
     started = time.monotonic()
 
     full = Nodes(workers=2, verl=True)
-    on_fresh_nodes(full, warm_up)
-    on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
+    if not args.resume:
+        on_fresh_nodes(full, warm_up)
+        on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
     for repeat in range(args.repeats):
-        on_fresh_nodes(full, functools.partial(ours, repeat=repeat))
-        on_fresh_nodes(full, theirs)
-        on_fresh_nodes(full, by_hand)
+        if taken("cold", "cluster-up", workers=full.workers) <= repeat:
+            on_fresh_nodes(full, functools.partial(ours, repeat=repeat))
+        if taken("cold", "ray up") <= repeat:
+            on_fresh_nodes(full, theirs)
+        if taken("cold", "manual") <= repeat:
+            on_fresh_nodes(full, by_hand)
         for workers in args.scale:
-            on_fresh_nodes(Nodes(workers=workers, verl=False), scale)
+            if taken("scale", "cluster-up", workers=workers) <= repeat:
+                on_fresh_nodes(Nodes(workers=workers, verl=False), scale)
 
     print(f"benchmark took {(time.monotonic() - started) / 60:.0f} min", flush=True)
     report.write(SAMPLES)
