@@ -158,11 +158,16 @@ def probe(
     return list(reports.values())
 
 
-def table(reports: list[NodeReport]) -> str:
-    rows = [COLUMNS, *(report.row() for report in reports)]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(COLUMNS))]
+def table_of(columns: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+    """Left-aligned columns, as the probe and the collective check print them."""
+    rows = [columns, *body]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(columns))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)  # fmt: skip
+
+
+def table(reports: list[NodeReport]) -> str:
+    return table_of(COLUMNS, [report.row() for report in reports])
 
 
 def parse_nodes(values: list[str]) -> dict[str, str]:

@@ -112,3 +112,48 @@ def test_alive_node_ids_keeps_only_live_records_of_the_address() -> None:
     ]
     assert filters.alive_node_ids(rows, "10.0.0.2") == ["new"]
     assert filters.alive_node_ids(rows, "10.0.0.9") == []
+
+
+# As printed by nvidia-smi 550 on an 8 x H100 node (two rows kept) and its banner's first lines.
+H100_QUERY = (
+    "0, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n1, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n"
+)
+H100_BANNER = """Tue Mar 12 10:00:00 2024
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_gpu_inventory_reads_count_model_memory_driver_and_cuda() -> None:
+    gpus = filters.gpu_inventory(H100_QUERY, H100_BANNER)
+    assert gpus == {
+        "count": 2,
+        "models": ["NVIDIA H100 80GB HBM3"],
+        "memory_mib": 81559,
+        "drivers": ["550.54.15"],
+        "cuda": "12.4",
+    }
+    assert filters.gpu_summary(gpus) == (
+        "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
+    )
+
+
+def test_gpu_inventory_of_a_node_without_nvidia_smi() -> None:
+    gpus = filters.gpu_inventory("", "")
+    assert gpus["count"] == 0
+    assert filters.gpu_summary(gpus) == "no GPUs"
+
+
+def test_gpu_mismatches_names_each_differing_node() -> None:
+    h100 = filters.gpu_inventory(H100_QUERY, H100_BANNER)
+    older = filters.gpu_inventory(H100_QUERY.replace("550.54.15", "535.104.05"), H100_BANNER)
+    a100 = filters.gpu_inventory("0, NVIDIA A100-SXM4-80GB, 81920, 550.54.15\n", H100_BANNER)
+    cpu = filters.gpu_inventory("", "")
+    assert filters.gpu_mismatches({"w1": h100, "w2": h100, "head": cpu}) == []
+    assert filters.gpu_mismatches({"w1": h100, "w2": older}) == [
+        "driver versions differ: w1: 550.54.15; w2: 535.104.05"
+    ]
+    assert filters.gpu_mismatches({"w1": h100, "w3": a100}) == [
+        "GPU models differ: w1: NVIDIA H100 80GB HBM3; w3: NVIDIA A100-SXM4-80GB"
+    ]

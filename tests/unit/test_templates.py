@@ -48,6 +48,11 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def rendered_with_infiniband(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return render(tmp_path_factory.mktemp("infiniband"), ray_node_ib_hcas=["mlx5_0", "mlx5_1"])
+
+
+@pytest.fixture(scope="module")
 def rendered_without_auth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return render(tmp_path_factory.mktemp("no_auth"), ray_auth_mode="disabled")
 
@@ -166,3 +171,27 @@ def test_disabled_auth_says_so_everywhere(rendered_without_auth: Path) -> None:
     assert "RAY_AUTH_TOKEN_PATH" not in env + read(rendered_without_auth, "legacy", "profile.sh")
     assert "| Authentication | DISABLED" in runbook
     assert "## Authenticate" not in runbook
+
+
+def test_nccl_environment_without_infiniband(rendered: Path) -> None:
+    env = read(rendered, "post_mortem", "ray.env").splitlines()
+    # Without an HCA, NCCL must not probe for one; warnings name the cause of a failure.
+    assert "NCCL_IB_DISABLE=1" in env
+    assert "NCCL_DEBUG=WARN" in env
+    assert not any(line.startswith("NCCL_IB_HCA=") for line in env)
+
+
+def test_nccl_environment_names_the_hcas_found(rendered_with_infiniband: Path) -> None:
+    env = read(rendered_with_infiniband, "post_mortem", "ray.env").splitlines()
+    assert "NCCL_IB_HCA=mlx5_0,mlx5_1" in env
+    assert not any(line.startswith("NCCL_IB_DISABLE=") for line in env)
+    runbook = read(rendered_with_infiniband, "post_mortem", "RUNBOOK.md")
+    assert "| ens5 | mlx5_0, mlx5_1 |" in runbook
+
+
+def test_runbook_node_table_shows_gpu_facts(rendered: Path) -> None:
+    runbook = read(rendered, "legacy", "RUNBOOK.md")
+    gpus = "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
+    assert f"| localhost | worker | 10.0.0.11 | 2 | {gpus} | ens5 | none: NCCL_IB_DISABLE=1 |" in (
+        runbook
+    )

@@ -230,3 +230,31 @@ def test_unknown_ray_version_is_refused_before_any_install(tmp_path: Path) -> No
     assert "TASK [ray_python" not in output
     assert "no version of ray[default]==2.99.0" in output, output[-3000:]
     assert "Check ray_version, verl_version and ray_python_constraints" in output
+
+
+def stand_in_nvidia_smi(path: Path, model: str, driver: str) -> str:
+    """A script answering ray_facts' nvidia-smi queries for one GPU."""
+    path.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in --query-gpu=*) echo "0, {model}, 81559, {driver}" ;;\n'
+        f'*) echo "| NVIDIA-SMI {driver}  Driver Version: {driver}  CUDA Version: 12.4 |" ;; esac\n'
+    )
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_mixed_gpu_workers_are_refused_when_uniform_gpus_are_required(tmp_path: Path) -> None:
+    data = local_nodes(
+        ray_facts_nvidia_smi=stand_in_nvidia_smi(tmp_path / "h100", "NVIDIA H100", "550.54.15")
+    )
+    workers = data["ray_cluster"]["children"]["ray_workers"]["hosts"]
+    workers["n3"] = dict(
+        workers["n2"],
+        ray_facts_nvidia_smi=stand_in_nvidia_smi(tmp_path / "a100", "NVIDIA A100", "535.104.05"),
+    )
+    run = cluster_up(tmp_path, data, "--check", "-e", "ray_require_uniform_gpus=true")
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "PLAY [Install nodes]" not in output
+    assert "GPU models differ: n2: NVIDIA H100; n3: NVIDIA A100" in output, output[-3000:]
+    assert "driver versions differ: n2: 550.54.15; n3: 535.104.05" in output

@@ -6,6 +6,7 @@ Validation messages are built here so that every role names bad values the same 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -120,6 +121,50 @@ def alive_node_ids(rows: Iterable[Mapping[str, Any]], address: str) -> list[str]
     ]
 
 
+def gpu_inventory(query_csv: str, banner: str) -> dict[str, Any]:
+    """GPUs of a node from nvidia-smi.
+
+    `query_csv` is the output of `nvidia-smi --query-gpu=index,name,memory.total,
+    driver_version --format=csv,noheader,nounits`; `banner` that of plain `nvidia-smi`, whose
+    header carries the CUDA version the driver supports. Both empty: a node without GPUs.
+    """
+    gpus = []
+    for line in query_csv.splitlines():
+        if not line.strip():
+            continue
+        _index, name, memory, driver = (field.strip() for field in line.split(","))
+        gpus.append({"name": name, "memory_mib": int(memory), "driver": driver})
+    cuda = re.search(r"CUDA Version:\s*([0-9.]+)", banner)
+    return {
+        "count": len(gpus),
+        "models": sorted({gpu["name"] for gpu in gpus}),
+        "memory_mib": min((gpu["memory_mib"] for gpu in gpus), default=0),
+        "drivers": sorted({gpu["driver"] for gpu in gpus}),
+        "cuda": cuda.group(1) if cuda else "",
+    }
+
+
+def gpu_summary(gpus: Mapping[str, Any]) -> str:
+    """One line for the runbook and the play's summary, e.g. '2 x NVIDIA H100 (80 GiB) ...'."""
+    if not gpus.get("count"):
+        return "no GPUs"
+    return (
+        f"{gpus['count']} x {' + '.join(gpus['models'])} ({gpus['memory_mib'] // 1024} GiB), "
+        f"driver {', '.join(gpus['drivers'])}, CUDA {gpus['cuda'] or '?'}"
+    )
+
+
+def gpu_mismatches(nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What differs between the GPU nodes of `nodes` ({host: gpu_inventory}): models, drivers."""
+    with_gpus = {host: gpus for host, gpus in sorted(nodes.items()) if gpus.get("count")}
+    problems = []
+    for field, what in (("models", "GPU models"), ("drivers", "driver versions")):
+        seen = {host: ", ".join(gpus[field]) for host, gpus in with_gpus.items()}
+        if len(set(seen.values())) > 1:
+            problems.append(f"{what} differ: " + "; ".join(f"{h}: {v}" for h, v in seen.items()))
+    return problems
+
+
 class FilterModule:
     """Ansible entry point."""
 
@@ -135,5 +180,8 @@ class FilterModule:
             "ray_oldest_version": oldest_version,
             "ray_nodes_not_ready": nodes_not_ready,
             "ray_alive_node_ids": alive_node_ids,
+            "ray_gpu_inventory": gpu_inventory,
+            "ray_gpu_summary": gpu_summary,
+            "ray_gpu_mismatches": gpu_mismatches,
             "ray_network_host": network_host,
         }

@@ -1,0 +1,76 @@
+"""The data path verl uses, proven before a job: GPU facts, NCCL settings, a Gloo all-reduce
+across the workers (CPU nodes), a wrong NIC caught fast, and a verl DataProto round trip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import PROJECT, Cluster
+
+GPU_WORKER = "rc-worker2"
+STAND_IN_GPUS = "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
+
+
+def collective_check(*extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            "ansible-playbook",
+            "-i",
+            os.environ["MOLECULE_INVENTORY_FILE"],
+            str(PROJECT / "playbooks/collective-check.yml"),
+            *extra,
+        ],
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1"),
+        capture_output=True,
+        text=True,
+        # A check that hangs instead of failing is the defect this guards against.
+        timeout=600,
+        check=False,
+    )
+
+
+def needs_verl(cluster: Cluster) -> None:
+    if cluster.verl_version is None:
+        pytest.skip("this scenario installs no verl, hence no torch")
+
+
+def test_gpu_facts_reach_the_runbook(cluster: Cluster) -> None:
+    runbook = (cluster.artifacts / "RUNBOOK.md").read_text()
+    ip = cluster.worker_ips[GPU_WORKER]
+    assert f"| {GPU_WORKER} | worker | {ip} | 2 | {STAND_IN_GPUS} |" in runbook
+    assert f"| rc-worker1 | worker | {cluster.worker_ips['rc-worker1']} | 0 | no GPUs |" in runbook
+
+
+@pytest.mark.parametrize("node", ["rc-head", "rc-worker1", GPU_WORKER])
+def test_nccl_settings_without_infiniband(host_of, node) -> None:
+    environment = host_of(node).file("/etc/ray-cluster/ray.env").content_string.splitlines()
+    assert "NCCL_IB_DISABLE=1" in environment
+    assert "NCCL_DEBUG=WARN" in environment
+
+
+def test_gloo_all_reduce_and_verl_round_trip_across_workers(cluster: Cluster) -> None:
+    needs_verl(cluster)
+    run = collective_check()
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 0, output[-4000:]
+    assert "rc-worker1 <-> rc-worker2 gloo ok" in output, output[-4000:]
+    assert f"rc-worker2 {cluster.worker_ips['rc-worker2']} {cluster.verl_version} ok" in output
+
+
+def test_wrong_interface_fails_fast_with_the_cause(cluster: Cluster) -> None:
+    needs_verl(cluster)
+    settings = {
+        "ray_checks_collective_env": [f"{GPU_WORKER}:GLOO_SOCKET_IFNAME=eth9"],
+        "ray_checks_verl": False,
+    }
+    run = collective_check("-e", json.dumps(settings))
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "FAILED rc-worker1 <-> rc-worker2: GLOO_SOCKET_IFNAME names an interface" in output, (
+        output[-4000:]
+    )
+    assert "rc-worker2: eth9" in output
+    assert "set ray_socket_ifname for that host" in output

@@ -1,0 +1,41 @@
+"""Run one of this package's job scripts on the cluster and read the report it prints."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from ray.job_submission import JobSubmissionClient
+
+
+def run_report_job(
+    client: JobSubmissionClient,
+    script: str,
+    config: dict[str, Any],
+    runtime_env: dict[str, Any],
+    wait: float,
+) -> dict[str, Any]:
+    """Submit `script` (a file next to this one) with `config` as JSON; return its report.
+
+    The script prints one line `MARKER {json}`, MARKER being its name in capitals without
+    `_job.py` (collective_job.py -> COLLECTIVE).
+    """
+    marker = script.removesuffix("_job.py").upper() + " "
+    job_id = client.submit_job(
+        entrypoint=f"python {script} {shlex.quote(json.dumps(config))}",
+        runtime_env={**runtime_env, "working_dir": str(Path(__file__).parent)},
+    )
+    deadline = time.monotonic() + wait
+    while not client.get_job_status(job_id).is_terminal():
+        if time.monotonic() > deadline:
+            client.stop_job(job_id)
+            raise TimeoutError(f"job {job_id} ({script}) still running after {wait:g} s")
+        time.sleep(1)
+    logs = client.get_job_logs(job_id)
+    for line in logs.splitlines():
+        if line.startswith(marker):
+            return json.loads(line.removeprefix(marker))
+    raise RuntimeError(f"job {job_id} ({script}) ended without a report:\n{logs[-3000:]}")

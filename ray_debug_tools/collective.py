@@ -1,0 +1,107 @@
+"""Collective check: prove the data path verl's training uses, before the first job.
+
+Submits collective_job.py, which runs a torch.distributed all-reduce between every pair of
+nodes and across all of them, with each node's own NCCL/GLOO interface settings (NCCL on GPU
+nodes, Gloo otherwise). Prints a row per group; exits 1 with the likely cause of each
+failure instead of hanging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ray.job_submission import JobSubmissionClient
+
+from ray_debug_tools._jobs import run_report_job
+from ray_debug_tools.probe import parse_nodes, table_of
+
+JOB_SCRIPT = "collective_job.py"
+COLUMNS = ("nodes", "backend", "result", "time", "bus bandwidth")
+INTERFACE_ERRORS = ("Unable to find address for", "No such device", "no such device")
+
+
+def likely_cause(result: dict[str, Any], names: dict[str, str], timeout: float) -> str:
+    """What an operator should look at, from the error of one group."""
+    error = result["error"]
+    where = " <-> ".join(names.get(ip, ip) for ip in result["nodes"])
+    variable = "NCCL_SOCKET_IFNAME" if result.get("backend") == "nccl" else "GLOO_SOCKET_IFNAME"
+    if any(marker in error for marker in INTERFACE_ERRORS):
+        named = ", ".join(
+            f"{names.get(ip, ip)}: {env.get(variable)}" for ip, env in result.get("env", {}).items()
+        )
+        return (
+            f"{where}: {variable} names an interface a node does not have ({named}); "
+            f"set ray_socket_ifname for that host. ({error})"
+        )
+    if error.startswith("timed out") or "Timed out" in error or "timeout" in error.lower():
+        return (
+            f"{where}: the group did not form within {timeout:g} s. A firewall between the "
+            f"nodes, or {variable} naming a NIC that does not reach the other node. ({error})"
+        )
+    return f"{where}: {error}"
+
+
+def row(result: dict[str, Any], names: dict[str, str]) -> tuple[str, ...]:
+    nodes = " <-> ".join(names.get(ip, ip) for ip in result["nodes"])
+    if "error" in result:
+        return (nodes, result.get("backend", "-"), "FAILED", "-", "-")
+    return (
+        nodes,
+        result["backend"],
+        "ok",
+        f"{result['seconds'] * 1000:.1f} ms",
+        f"{result['busbw_gbps']:.2f} GB/s",
+    )
+
+
+def parse_env(values: list[str], names: dict[str, str]) -> dict[str, dict[str, str]]:
+    """NODE:NAME=VALUE overrides (NODE by name or address) as {ip: {NAME: VALUE}}."""
+    by_name = {name: ip for ip, name in names.items()}
+    overrides: dict[str, dict[str, str]] = {}
+    for value in values:
+        node, _, assignment = value.partition(":")
+        name, _, setting = assignment.partition("=")
+        overrides.setdefault(by_name.get(node, node), {})[name] = setting
+    return overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--head", required=True, help="the head's Ray address")
+    parser.add_argument("--nodes", nargs="+", required=True, metavar="NAME=IP")
+    parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")
+    parser.add_argument("--dashboard-port", type=int, default=8265)
+    parser.add_argument("--timeout", type=float, default=60, help="seconds for a group to form")
+    parser.add_argument("--size-mb", type=int, default=16, help="all-reduce size per rank")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NODE:NAME=VALUE",
+        help="try another setting on one node, e.g. w1:GLOO_SOCKET_IFNAME=eth1",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    logging.getLogger("ray").setLevel(logging.WARNING)
+
+    names = {ip: name for name, ip in parse_nodes(args.nodes).items()}
+    config = {
+        "nodes": list(names),
+        "env": parse_env(args.env, names),
+        "timeout": args.timeout,
+        "size_mb": args.size_mb,
+    }
+    client = JobSubmissionClient(f"http://{args.head}:{args.dashboard_port}")
+    groups = len(names) * (len(names) - 1) // 2 + 1
+    runtime_env = yaml.safe_load(args.runtime_env.read_text())
+    report = run_report_job(client, JOB_SCRIPT, config, runtime_env, groups * (args.timeout + 60))
+    results = report["results"]
+    print(table_of(COLUMNS, [row(result, names) for result in results]))
+    failed = [result for result in results if "error" in result]
+    for result in failed:
+        print(f"FAILED {likely_cause(result, names, args.timeout)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
