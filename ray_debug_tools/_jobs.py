@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import shlex
 import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from ray.job_submission import JobSubmissionClient
+
+
+def cluster_parser(description: str | None) -> argparse.ArgumentParser:
+    """A parser with what every check run from the controller needs: where the cluster is."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--head", required=True, help="the head's Ray address")
+    parser.add_argument("--nodes", nargs="+", required=True, metavar="NAME=IP")
+    parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")
+    parser.add_argument("--dashboard-port", type=int, default=8265)
+    return parser
+
+
+def connect(args: argparse.Namespace) -> tuple[JobSubmissionClient, dict[str, Any]]:
+    """The head's job client and the cluster's runtime env, from cluster_parser's arguments."""
+    # The job client logs each upload at INFO; the report is what the operator needs.
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    client = JobSubmissionClient(f"http://{args.head}:{args.dashboard_port}")
+    return client, yaml.safe_load(args.runtime_env.read_text())
 
 
 def run_report_job(

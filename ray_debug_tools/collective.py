@@ -8,15 +8,9 @@ failure instead of hanging.
 
 from __future__ import annotations
 
-import argparse
-import logging
-from pathlib import Path
 from typing import Any
 
-import yaml
-from ray.job_submission import JobSubmissionClient
-
-from ray_debug_tools._jobs import run_report_job
+from ray_debug_tools._jobs import cluster_parser, connect, run_report_job
 from ray_debug_tools.probe import parse_nodes, table_of
 
 JOB_SCRIPT = "collective_job.py"
@@ -70,11 +64,7 @@ def parse_env(values: list[str], names: dict[str, str]) -> dict[str, dict[str, s
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--head", required=True, help="the head's Ray address")
-    parser.add_argument("--nodes", nargs="+", required=True, metavar="NAME=IP")
-    parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")
-    parser.add_argument("--dashboard-port", type=int, default=8265)
+    parser = cluster_parser(__doc__)
     parser.add_argument("--timeout", type=float, default=60, help="seconds for a group to form")
     parser.add_argument("--size-mb", type=int, default=16, help="all-reduce size per rank")
     parser.add_argument(
@@ -82,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         help="try another setting on one node, e.g. w1:GLOO_SOCKET_IFNAME=eth1",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    logging.getLogger("ray").setLevel(logging.WARNING)
+    client, runtime_env = connect(args)
 
     names = {ip: name for name, ip in parse_nodes(args.nodes).items()}
     config = {
@@ -91,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         "timeout": args.timeout,
         "size_mb": args.size_mb,
     }
-    client = JobSubmissionClient(f"http://{args.head}:{args.dashboard_port}")
     groups = len(names) * (len(names) - 1) // 2 + 1
-    runtime_env = yaml.safe_load(args.runtime_env.read_text())
     report = run_report_job(client, JOB_SCRIPT, config, runtime_env, groups * (args.timeout + 60))
     results = report["results"]
     print(table_of(COLUMNS, [row(result, names) for result in results]))

@@ -7,19 +7,17 @@ then finds each pause (GCS registry or dashboard state API), attaches to it from
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import logging
 import socket
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from ray.job_submission import JobSubmissionClient
 
+from ray_debug_tools._jobs import cluster_parser, connect
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
@@ -121,6 +119,7 @@ def wait_for_facts(client: JobSubmissionClient, job_id: str, timeout: float) -> 
 
 
 def probe(
+    client: JobSubmissionClient,
     head: str,
     nodes: dict[str, str],
     runtime_env: dict,
@@ -128,7 +127,6 @@ def probe(
     ports: dict[str, int],
     timeout: float,
 ) -> list[NodeReport]:
-    client = JobSubmissionClient(f"http://{head}:{ports['dashboard']}")
     reports = {ip: NodeReport(name, ip) for name, ip in nodes.items()}
     job_id = client.submit_job(
         entrypoint=" ".join(["python", JOB_SCRIPT, *reports]),
@@ -175,23 +173,19 @@ def parse_nodes(values: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--head", required=True, help="the head's Ray address")
-    parser.add_argument("--nodes", nargs="+", required=True, metavar="NAME=IP")
-    parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")
+    parser = cluster_parser(__doc__)
     parser.add_argument("--debugger-port-range", required=True, help="e.g. 52000-52099")
     parser.add_argument("--gcs-port", type=int, default=6379)
-    parser.add_argument("--dashboard-port", type=int, default=8265)
     parser.add_argument("--timeout", type=float, default=120)
     args = parser.parse_args(argv)
-    # The job client logs each upload at INFO; the report is what the operator needs.
-    logging.getLogger("ray").setLevel(logging.WARNING)
+    client, runtime_env = connect(args)
 
     low, high = (int(port) for port in args.debugger_port_range.split("-"))
     reports = probe(
+        client,
         args.head,
         parse_nodes(args.nodes),
-        yaml.safe_load(args.runtime_env.read_text()),
+        runtime_env,
         range(low, high + 1),
         {"gcs": args.gcs_port, "dashboard": args.dashboard_port},
         args.timeout,

@@ -6,14 +6,7 @@ before a training job does, with no model download and no GPU.
 
 from __future__ import annotations
 
-import argparse
-import logging
-from pathlib import Path
-
-import yaml
-from ray.job_submission import JobSubmissionClient
-
-from ray_debug_tools._jobs import run_report_job
+from ray_debug_tools._jobs import cluster_parser, connect, run_report_job
 from ray_debug_tools.probe import parse_nodes, table_of
 
 JOB_SCRIPT = "verl_job.py"
@@ -21,18 +14,11 @@ COLUMNS = ("node", "ip", "verl", "round trip")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--head", required=True, help="the head's Ray address")
-    parser.add_argument("--nodes", nargs="+", required=True, metavar="NAME=IP")
-    parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")
-    parser.add_argument("--dashboard-port", type=int, default=8265)
+    parser = cluster_parser(__doc__)
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args(argv)
-    logging.getLogger("ray").setLevel(logging.WARNING)
-
+    client, runtime_env = connect(args)
     nodes = parse_nodes(args.nodes)
-    client = JobSubmissionClient(f"http://{args.head}:{args.dashboard_port}")
-    runtime_env = yaml.safe_load(args.runtime_env.read_text())
     report = run_report_job(
         client, JOB_SCRIPT, {"nodes": list(nodes.values())}, runtime_env, args.timeout
     )["nodes"]

@@ -29,8 +29,11 @@ SWITCH_TASKS = {
 }
 
 
-def cluster_up(debug_mode: str, *extra: str) -> tuple[set[str], float]:
-    """Run cluster-up.yml with `-e debug_mode=...`; the names of changed tasks and seconds."""
+def converge(*extra: str) -> tuple[dict, float]:
+    """Run the operator's cluster-up (the scenario's converge) with `extra` arguments.
+
+    Returns the JSON callback's report, which holds every task's full result, and seconds.
+    """
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     started = time.monotonic()
     run = subprocess.run(
@@ -39,8 +42,6 @@ def cluster_up(debug_mode: str, *extra: str) -> tuple[set[str], float]:
             "-i",
             os.environ["MOLECULE_INVENTORY_FILE"],
             str(PROJECT / "molecule/shared/converge.yml"),
-            "-e",
-            f"debug_mode={debug_mode}",
             *extra,
         ],
         env=env,
@@ -50,11 +51,16 @@ def cluster_up(debug_mode: str, *extra: str) -> tuple[set[str], float]:
     )
     elapsed = time.monotonic() - started
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    # The JSON callback prints every task's full result: the token must be in none of them.
+    # Every task's full result is in that output: the token must be in none of them.
     if os.environ.get("RAY_AUTH_MODE") == "token":
         token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
         assert token not in run.stdout + run.stderr
-    report = json.loads(run.stdout)
+    return json.loads(run.stdout), elapsed
+
+
+def cluster_up(debug_mode: str, *extra: str) -> tuple[set[str], float]:
+    """Run cluster-up.yml with `-e debug_mode=...`; the names of changed tasks and seconds."""
+    report, elapsed = converge("-e", f"debug_mode={debug_mode}", *extra)
     changed = {
         task["task"]["name"].split(" : ", 1)[-1]
         for play in report["plays"]

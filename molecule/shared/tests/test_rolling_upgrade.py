@@ -8,14 +8,9 @@ starts is read back from the nodes themselves.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import time
-
 import pytest
-from conftest import PROJECT, Cluster, alive_nodes
-from test_mode_switch import record
+from conftest import Cluster, alive_nodes
+from test_mode_switch import converge, record
 
 pytestmark = pytest.mark.faults
 OTHER_RAY = "2.59.0"
@@ -36,31 +31,13 @@ def service_times(host) -> tuple[int, int]:
 def test_version_change_stops_everything_then_starts_head_then_workers_one_by_one(
     cluster: Cluster, host_of
 ) -> None:
-    started = time.monotonic()
-    run = subprocess.run(
-        [
-            "ansible-playbook",
-            "-i",
-            os.environ["MOLECULE_INVENTORY_FILE"],
-            str(PROJECT / "molecule/shared/converge.yml"),
-            "-e",
-            f"ray_version={OTHER_RAY}",
-            "-e",
-            "ray_worker_batch=1",
-        ],
-        env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    elapsed = time.monotonic() - started
+    report, elapsed = converge("-e", f"ray_version={OTHER_RAY}", "-e", "ray_worker_batch=1")
     record(cluster, f"version change to Ray {OTHER_RAY}, batches of 1 worker", elapsed)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
 
     # One play per batch: each batch held exactly one worker.
     batches = [
         sorted(play["tasks"][0]["hosts"])
-        for play in json.loads(run.stdout)["plays"]
+        for play in report["plays"]
         if play["play"]["name"] == "Start the workers"
     ]
     assert sorted(batches) == [["rc-worker1"], ["rc-worker2"]]
