@@ -24,7 +24,9 @@ SWITCH_TASKS = {
     "Write the Ray environment",
     "Install the Ray unit",
     "Give login shells the debug mode",
-    "Restart the Ray service",
+    "Stop Ray on workers that must restart",
+    "Stop Ray on the head if it must restart",
+    "Start Ray and enable it at boot",
     "Write the runbook",
 }
 
@@ -82,15 +84,30 @@ def record(cluster: Cluster, what: str, seconds: float) -> None:
         timings.write(json.dumps({"what": what, "seconds": round(seconds, 1)}) + "\n")
 
 
+def drain_messages(host, since: str) -> list[str]:
+    """What `ray start --block` logged about draining the node on SIGTERM since `since`."""
+    journal = host.check_output(f"journalctl -u ray --no-pager -o cat --since @{since}")
+    return [line for line in journal.splitlines() if "drain" in line.lower()]
+
+
 def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
-    cluster: Cluster, submit, jobs, outsider
+    cluster: Cluster, submit, jobs, outsider, host_of
 ) -> None:
     other = OTHER_MODE[cluster.mode]
+    nodes = [host_of(name) for name in ("rc-head", *cluster.worker_ips)]
+    since = nodes[0].check_output("date +%s")
 
     try:
         changed, seconds = cluster_up(other)
         record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
         assert changed and changed <= SWITCH_TASKS
+        # Each node stopped once and drained through a live GCS: the workers before the head,
+        # and systemd signalled only `ray start`, not the GCS under it.
+        for node in nodes:
+            drains = drain_messages(node, since)
+            assert any("finished draining" in line for line in drains), drains
+            assert not any("Failed to mark" in line for line in drains), drains
+            assert sum("received SIGTERM" in line for line in drains) == 1, drains
         ROUND_TRIPS[other](dataclasses.replace(cluster, mode=other), submit, jobs, outsider)
     finally:
         # Later tests expect the scenario's own mode.
