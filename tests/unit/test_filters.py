@@ -157,3 +157,64 @@ def test_gpu_mismatches_names_each_differing_node() -> None:
     assert filters.gpu_mismatches({"w1": h100, "w3": a100}) == [
         "GPU models differ: w1: NVIDIA H100 80GB HBM3; w3: NVIDIA A100-SXM4-80GB"
     ]
+
+
+def test_routable_addresses_drop_loopback_link_local_and_repeats() -> None:
+    addresses = ["10.0.0.5", "127.0.0.1", "10.10.0.5", "fe80::1", "::1", "fd00::5", "10.0.0.5", ""]
+    assert filters.routable_addresses(addresses) == ["10.0.0.5", "10.10.0.5", "fd00::5"]
+
+
+def test_node_record_keeps_what_a_later_run_needs() -> None:
+    node = {
+        "inventory_hostname": "gpu1",
+        "ray_node_address": "10.0.0.11",
+        "ray_node_addresses": ["10.0.0.11", "10.10.0.11"],
+        "ray_node_python": {"version": "3.11", "machine": "x86_64", "glibc": "2.36"},
+        "ray_node_gpus": {"count": 8},
+        "ray_node_gpu_count": "8",
+        "ray_node_ib_hcas": ["mlx5_0"],
+        "ray_node_ifname": "ens5",
+        "ansible_facts": {"ignored": True},
+    }
+    record = filters.node_record([node])
+    assert record == {
+        "gpu1": {
+            "address": "10.0.0.11",
+            "addresses": ["10.0.0.11", "10.10.0.11"],
+            "python": {"version": "3.11", "machine": "x86_64", "glibc": "2.36"},
+            "gpus": {"count": 8},
+            "gpu_count": 8,
+            "ib_hcas": ["mlx5_0"],
+            "ifname": "ens5",
+        }
+    }
+
+
+@pytest.mark.parametrize("name", ["verl-debug", "ray", "a.b_c-1", "x" * 64])
+def test_plain_names_pass(name: str) -> None:
+    assert filters.path_problems({"cluster_name": name}, {}) == []
+
+
+@pytest.mark.parametrize("name", ["../../escape", "a/b", "..", ".hidden", "", "a b", "x" * 65])
+def test_names_that_are_paths_are_refused(name: str) -> None:
+    (problem,) = filters.path_problems({"cluster_name": name}, {})
+    assert problem.startswith(f"cluster_name: {name!r} is not a plain name")
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/etc", "is a top-level directory"),
+        ("/", "is a top-level directory"),
+        ("opt/ray", "not a normalised absolute path"),
+        ("/opt/../etc/x", "not a normalised absolute path"),
+        ("/opt//ray", "not a normalised absolute path"),
+    ],
+)
+def test_directories_purge_removes_must_be_owned_paths(path: str, why: str) -> None:
+    (problem,) = filters.path_problems({}, {"ray_config_dir": path})
+    assert problem.startswith(f"ray_config_dir: {path!r}") and why in problem
+
+
+def test_an_owned_directory_passes() -> None:
+    assert filters.path_problems({}, {"ray_install_dir": "/opt/ray-cluster"}) == []

@@ -145,6 +145,26 @@ CASES = {
         [],
         ["ray_worker_batch is set in the inventory for w", "-e ray_worker_batch=N"],
     ),
+    "cluster name that escapes artifacts/": (
+        inventory(["h"], ["w"]),
+        ["-e", "cluster_name=../../escape"],
+        ["cluster_name: '../../escape' is not a plain name"],
+    ),
+    "unit name with a slash": (
+        inventory(["h"], ["w"], ray_service_name="ray/../../x"),
+        [],
+        ["ray_service_name: 'ray/../../x' is not a plain name"],
+    ),
+    "config directory purge would remove": (
+        inventory(["h"], ["w"], ray_config_dir="/etc"),
+        [],
+        ["ray_config_dir: '/etc' is a top-level directory"],
+    ),
+    "relative install directory": (
+        inventory(["h"], ["w"], ray_install_dir="opt/../ray"),
+        [],
+        ["ray_install_dir: 'opt/../ray' is not a normalised absolute path"],
+    ),
     "GPU count not a number": (
         with_host_vars(inventory(["h"], ["w"]), "ray_workers", "w", ray_num_gpus="eight"),
         [],

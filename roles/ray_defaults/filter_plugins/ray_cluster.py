@@ -44,6 +44,44 @@ def port_range_error(value: PortSpec) -> str:
     return ""
 
 
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def plain_name_error(value: object) -> str:
+    """Why `value` cannot name a file or unit on its own (a path, '..', spaces), or ''."""
+    if PLAIN_NAME.fullmatch(str(value)):
+        return ""
+    return (
+        f"{str(value)!r} is not a plain name: use 1-64 letters, digits, '.', '_' or '-', "
+        "starting with a letter or digit (e.g. 'verl-debug')"
+    )
+
+
+def owned_path_error(value: object) -> str:
+    """Why `value` cannot be a directory we create and purge on the nodes, or ''."""
+    text = str(value)
+    parts = text.rstrip("/").split("/")
+    if not text.startswith("/") or any(part in ("", ".", "..") for part in parts[1:]):
+        return f"{text!r} is not a normalised absolute path (e.g. '/opt/ray-cluster')"
+    if len(parts) < 3:
+        return (
+            f"{text!r} is a top-level directory, which purge would remove; "
+            f"use e.g. '{text}/ray-cluster'"
+        )
+    return ""
+
+
+def path_problems(names: Mapping[str, object], directories: Mapping[str, object]) -> list[str]:
+    """'variable: why' for each plain name and owned directory that is not safe as a path."""
+    checks = [(names, plain_name_error), (directories, owned_path_error)]
+    return [
+        f"{variable}: {problem}"
+        for values, check in checks
+        for variable, value in values.items()
+        if (problem := check(value))
+    ]
+
+
 def invalid_cidrs(values: Iterable[str]) -> list[str]:
     """Return the entries of `values` that are not IPv4/IPv6 networks."""
     bad = []
@@ -80,6 +118,41 @@ def cidrs_of_family(values: Iterable[str], family: int) -> list[str]:
 def oldest_version(versions: Iterable[str]) -> str:
     """The lowest dotted version, compared numerically ('2.9' < '2.36')."""
     return min(versions, key=lambda version: tuple(int(part) for part in str(version).split(".")))
+
+
+def routable_addresses(addresses: Iterable[str]) -> list[str]:
+    """A node's addresses that other hosts can send from or to: no loopback, no link-local."""
+    kept: list[str] = []
+    for text in addresses:
+        if not text:
+            continue
+        address = ipaddress.ip_address(str(text))
+        if address.is_loopback or address.is_link_local or str(address) in kept:
+            continue
+        kept.append(str(address))
+    return kept
+
+
+# The node facts another run needs when it cannot reach the node (--limit, a node down).
+RECORDED_FACTS = {
+    "address": "ray_node_address",
+    "addresses": "ray_node_addresses",
+    "python": "ray_node_python",
+    "gpus": "ray_node_gpus",
+    "gpu_count": "ray_node_gpu_count",
+    "ib_hcas": "ray_node_ib_hcas",
+    "ifname": "ray_node_ifname",
+}
+
+
+def node_record(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{host: recorded facts} from the hostvars of nodes whose facts are known."""
+    record = {}
+    for node in nodes:
+        facts = {key: node[name] for key, name in RECORDED_FACTS.items()}
+        facts["gpu_count"] = int(facts["gpu_count"])
+        record[str(node["inventory_hostname"])] = facts
+    return record
 
 
 def network_host(cidr: str, index: int) -> str:
@@ -172,6 +245,7 @@ class FilterModule:
         return {
             "ray_port_span": lambda value: list(port_span(value)),
             "ray_port_range_error": port_range_error,
+            "ray_path_problems": path_problems,
             "ray_invalid_cidrs": invalid_cidrs,
             "ray_ports_overlapping": ports_overlapping,
             "ray_nft_ports": nft_ports,
@@ -184,4 +258,6 @@ class FilterModule:
             "ray_gpu_summary": gpu_summary,
             "ray_gpu_mismatches": gpu_mismatches,
             "ray_network_host": network_host,
+            "ray_routable_addresses": routable_addresses,
+            "ray_node_record": node_record,
         }
