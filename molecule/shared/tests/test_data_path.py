@@ -4,32 +4,22 @@ across the workers (CPU nodes), a wrong NIC caught fast, and a verl DataProto ro
 from __future__ import annotations
 
 import json
-import os
+import shlex
 import subprocess
 
 import pytest
-from conftest import PROJECT, Cluster
+from conftest import Cluster
+from test_runbook import printed_command, run_printed
 
 GPU_WORKER = "rc-worker2"
 STAND_IN_GPUS = "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
 
 
-def collective_check(*extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            "ansible-playbook",
-            "-i",
-            os.environ["MOLECULE_INVENTORY_FILE"],
-            str(PROJECT / "playbooks/collective-check.yml"),
-            *extra,
-        ],
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1"),
-        capture_output=True,
-        text=True,
-        # A check that hangs instead of failing is the defect this guards against.
-        timeout=600,
-        check=False,
-    )
+def collective_check(cluster: Cluster, *extra: str) -> subprocess.CompletedProcess:
+    """The runbook's collective-check command, as printed, with `extra` arguments."""
+    printed = printed_command(cluster, r"ansible-playbook -i \S+ playbooks/collective-check.yml")
+    # A check that hangs instead of failing is the defect this guards against.
+    return run_printed(cluster, " ".join([printed, *map(shlex.quote, extra)]), timeout=600)
 
 
 def needs_verl(cluster: Cluster) -> None:
@@ -53,7 +43,7 @@ def test_nccl_settings_without_infiniband(host_of, node) -> None:
 
 def test_gloo_all_reduce_and_verl_round_trip_across_workers(cluster: Cluster) -> None:
     needs_verl(cluster)
-    run = collective_check()
+    run = collective_check(cluster)
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 0, output[-4000:]
     assert "rc-worker1 <-> rc-worker2 gloo ok" in output, output[-4000:]
@@ -66,7 +56,7 @@ def test_wrong_interface_fails_fast_with_the_cause(cluster: Cluster) -> None:
         "ray_checks_collective_env": [f"{GPU_WORKER}:GLOO_SOCKET_IFNAME=eth9"],
         "ray_checks_verl": False,
     }
-    run = collective_check("-e", json.dumps(settings))
+    run = collective_check(cluster, "-e", json.dumps(settings))
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
     assert "FAILED rc-worker1 <-> rc-worker2: GLOO_SOCKET_IFNAME names an interface" in output, (

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-import pytest
 from conftest import Cluster, wait_for_job
 from ray.job_submission import JobStatus
 
@@ -111,17 +110,3 @@ ROUND_TRIPS = {"legacy": legacy_round_trip, "post_mortem": post_mortem_round_tri
 
 def test_debugger_round_trip_from_the_controller(cluster: Cluster, submit, jobs, outsider) -> None:
     ROUND_TRIPS[cluster.mode](cluster, submit, jobs, outsider)
-
-
-def test_ray_debug_in_a_login_shell_on_the_head(cluster: Cluster, submit, jobs, host_of) -> None:
-    """The runbook's legacy path: `ray debug` as root on the head (token from the login shell)."""
-    if cluster.mode != "legacy":
-        pytest.skip("ray debug serves legacy breakpoints only")
-    job_id = submit("legacy_breakpoint.py", cluster.worker_ips[WORKER])
-    wait_for(lambda: legacy_breakpoints(cluster.gcs), "breakpoint")
-    # Pick breakpoint 0, print a local, continue; end of input then ends `ray debug`.
-    session = host_of("rc-head").run(
-        "bash -lc \"(printf '0\\n'; sleep 5; printf 'p answer\\nc\\n') | timeout 60 ray debug\""
-    )
-    assert "(Pdb) 42" in session.stdout, session.stdout + session.stderr
-    assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED

@@ -105,7 +105,12 @@ def test_worker_cut_off_for_a_minute_works_again(cluster: Cluster, whole, submit
     record(cluster, "fault: worker cut off 60 s -> runs tasks again", time.monotonic() - back)
 
 
-def test_unreachable_worker_during_cluster_up(cluster: Cluster, whole) -> None:
+def test_unreachable_worker_during_cluster_up(
+    cluster: Cluster, whole, host_of, submit, jobs
+) -> None:
+    """cluster-up while a worker is down: the run names it and only it, the others' firewalls
+    keep trusting it, and it rejoins and runs tasks when it comes back."""
+    ip = cluster.worker_ips["rc-worker2"]
     subprocess.run(["docker", "stop", "rc-worker2"], check=True, capture_output=True)
     try:
         run = subprocess.run(
@@ -135,3 +140,8 @@ def test_unreachable_worker_during_cluster_up(cluster: Cluster, whole) -> None:
     for node in ("rc-head", "rc-worker1"):
         assert "failed=0" in recap[node] and "unreachable=0" in recap[node], recap
     assert "Not reached during this run: rc-worker2" in output, output[-3000:]
+    for node in ("rc-head", "rc-worker1"):
+        trusted = host_of(node).check_output("nft list set inet ray_cluster trusted_v4")
+        assert ip in trusted, (node, trusted)
+    wait_until(lambda: ip in alive_nodes(cluster), "restarted worker did not rejoin")
+    wait_until(lambda: runs_a_task(submit, jobs, ip), "restarted worker runs no task")

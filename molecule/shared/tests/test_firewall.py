@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 from conftest import Cluster, alive_nodes
@@ -37,16 +38,22 @@ def in_port_table(cluster: Cluster, port: int) -> bool:
     return False
 
 
+def ours_to_open(node: str) -> set[int]:
+    """What a full scan may find open from anywhere: SSH, where prepare.yml started it."""
+    return {22} if node == "rc-head" else set()
+
+
 @pytest.mark.parametrize("node", NODES)
-def test_outsider_finds_no_open_port(outsider, cluster, node) -> None:
-    assert open_ports(outsider.check_output(f"{FULL_SCAN} {address_of(cluster, node)}")) == set()
+def test_outsider_finds_only_ssh(outsider, cluster, node) -> None:
+    found = open_ports(outsider.check_output(f"{FULL_SCAN} {address_of(cluster, node)}"))
+    assert found == ours_to_open(node)
 
 
 @pytest.mark.parametrize("node", NODES)
 def test_trusted_address_reaches_rays_ports_and_only_those(cluster, node) -> None:
     """The controller (10.123.0.1, in ray_trusted_cidrs) scans every port of every node."""
     found = open_ports(scan_from_controller(address_of(cluster, node)))
-    assert {port for port in found if not in_port_table(cluster, port)} == set()
+    assert {port for port in found if not in_port_table(cluster, port)} == ours_to_open(node)
     expected = {int(cluster.ports["node_manager"]), int(cluster.ports["object_manager"])}
     if node == "rc-head":
         expected |= {int(cluster.ports["gcs"]), int(cluster.ports["dashboard"])}
@@ -66,3 +73,61 @@ def test_firewall_table_is_our_own(host_of, node) -> None:
     assert "table inet ray_cluster" in tables
     # prepare.yml loaded a table of the operator's; ours must leave it alone.
     assert "table inet site_rules" in tables
+
+
+# A UDP echo on a Ray port number, both families: only TCP to Ray's ports is ours to filter.
+UDP_PORT = 6379
+UDP_ECHO = (
+    "import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); "
+    "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0); s.bind(('::', {port}))\n"
+    "while True: data, peer = s.recvfrom(64); s.sendto(data, peer)"
+)
+UDP_PROBE = (
+    "import socket, sys; family = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET; "
+    "s = socket.socket(family, socket.SOCK_DGRAM); s.settimeout(3); "
+    "s.sendto(b'probe', (sys.argv[1], {port})); print(s.recv(64).decode())"
+)
+
+
+def ipv6_of(host) -> str:
+    facts = host.ansible("setup", "gather_subset=network", check=False)["ansible_facts"]
+    return facts["ansible_default_ipv6"]["address"]
+
+
+@pytest.fixture
+def udp_echo(host_of, node) -> Iterator[None]:
+    host = host_of(node)
+    script = UDP_ECHO.format(port=UDP_PORT)
+    host.check_output(f'systemd-run --unit udp-echo-test --collect python3 -c "{script}"')
+    try:
+        yield
+    finally:
+        host.run("systemctl stop udp-echo-test")
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_ping_and_udp_pass_untouched_over_both_families(
+    outsider, cluster, host_of, node, udp_echo
+) -> None:
+    """From the outsider, which Ray's ports drop: ICMP echo, ICMPv6 (and so neighbour
+    discovery) and UDP, even to a Ray port number, all reach the node."""
+    for address in (address_of(cluster, node), ipv6_of(host_of(node))):
+        outsider.run_expect([0], f"ping -c 1 -W 3 {address}")
+        probe = UDP_PROBE.format(port=UDP_PORT)
+        assert outsider.check_output(f'python3 -c "{probe}" {address}') == "probe"
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_outsider_finds_only_ssh_over_ipv6(outsider, host_of, node) -> None:
+    found = open_ports(outsider.check_output(f"{FULL_SCAN} -6 {ipv6_of(host_of(node))}"))
+    assert found == ours_to_open(node)
+
+
+def test_a_node_is_trusted_by_every_address(cluster, host_of) -> None:
+    """rc-worker2 reaches the head's GCS over the second network, from its address there: traffic
+    that leaves a node from another NIC (InfiniBand, storage) is the cluster's too."""
+    connect = (
+        "import socket; s = socket.socket(); s.bind(('10.125.0.12', 0)); s.settimeout(5); "
+        f"s.connect(('10.125.0.10', {cluster.ports['gcs']})); print('connected')"
+    )
+    assert host_of("rc-worker2").check_output(f'python3 -c "{connect}"') == "connected"

@@ -1,7 +1,8 @@
 """Re-running cluster-up with the other debug mode switches in place: only Ray restarts.
 
-Runs the operator's command against the molecule inventory, to the other mode and back, and
-checks which tasks changed. Timings are recorded next to the runbook, never asserted.
+Runs the documented commands (README.md's and the runbook's, by their text) against the
+molecule inventory, to the other mode and back, and checks which tasks changed. Timings are
+recorded next to the runbook, never asserted.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +19,10 @@ from pathlib import Path
 from conftest import PROJECT, Cluster
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_debugger import ROUND_TRIPS
+from test_runbook import commands, printed
+
+# The reader's inventory in README.md's commands; the tests put theirs there.
+README_INVENTORY = "inventory/mycluster/hosts.yml"
 
 OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy"}
 # A mode switch may rewrite Ray's environment and unit and restart it on the nodes, and
@@ -31,21 +38,21 @@ SWITCH_TASKS = {
 }
 
 
-def converge(*extra: str) -> tuple[dict, float]:
-    """Run the operator's cluster-up (the scenario's converge) with `extra` arguments.
+def converge(text: str, *extra: str) -> tuple[dict, float]:
+    """Run a documented cluster-up command from the checkout, with `extra` arguments.
 
     Returns the JSON callback's report, which holds every task's full result, and seconds.
     """
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env = dict(
+        os.environ,
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        # The headline command names no inventory: ansible.cfg's, or this one's.
+        ANSIBLE_INVENTORY=os.environ["MOLECULE_INVENTORY_FILE"],
+    )
     started = time.monotonic()
     run = subprocess.run(
-        [
-            "ansible-playbook",
-            "-i",
-            os.environ["MOLECULE_INVENTORY_FILE"],
-            str(PROJECT / "molecule/shared/converge.yml"),
-            *extra,
-        ],
+        ["bash", "-c", " ".join([text, *map(shlex.quote, extra)])],
+        cwd=PROJECT,
         env=env,
         capture_output=True,
         text=True,
@@ -60,9 +67,21 @@ def converge(*extra: str) -> tuple[dict, float]:
     return json.loads(run.stdout), elapsed
 
 
-def cluster_up(debug_mode: str, *extra: str) -> tuple[set[str], float]:
-    """Run cluster-up.yml with `-e debug_mode=...`; the names of changed tasks and seconds."""
-    report, elapsed = converge("-e", f"debug_mode={debug_mode}", *extra)
+def documented(source: str, pattern: str, debug_mode: str, cluster: Cluster) -> str:
+    """A cluster-up command of README.md or the runbook, for `debug_mode` on this inventory."""
+    if source == "README.md":
+        texts = commands((PROJECT / "README.md").read_text())
+    else:
+        texts = printed(cluster)
+    found = [text for text in texts if re.match(pattern, text)]
+    assert len(found) == 1, f"{source}: commands matching {pattern!r}: {found}"
+    text = found[0].replace(README_INVENTORY, os.environ["MOLECULE_INVENTORY_FILE"])
+    return re.sub(r"debug_mode=\S+", f"debug_mode={debug_mode}", text)
+
+
+def cluster_up(text: str, *extra: str) -> tuple[set[str], float]:
+    """Run a documented cluster-up command; the names of changed tasks and seconds."""
+    report, elapsed = converge(text, *extra)
     changed = {
         task["task"]["name"].split(" : ", 1)[-1]
         for play in report["plays"]
@@ -97,8 +116,16 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     nodes = [host_of(name) for name in ("rc-head", *cluster.worker_ips)]
     since = nodes[0].check_output("date +%s")
 
+    # The switch is README's headline, back is README's inventory line, the no-op the runbook's.
+    headline = documented("README.md", r"ansible-playbook cluster-up.yml -e", other, cluster)
+    back = documented(
+        "README.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
+    )
+    again = documented(
+        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
+    )
     try:
-        changed, seconds = cluster_up(other)
+        changed, seconds = cluster_up(headline)
         record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
         assert changed and changed <= SWITCH_TASKS
         # Each node stopped once and drained through a live GCS: the workers before the head,
@@ -111,19 +138,26 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
         ROUND_TRIPS[other](dataclasses.replace(cluster, mode=other), submit, jobs, outsider)
     finally:
         # Later tests expect the scenario's own mode.
-        changed, seconds = cluster_up(cluster.mode)
+        changed, seconds = cluster_up(back)
     record(cluster, f"mode switch {other} -> {cluster.mode}", seconds)
     assert changed and changed <= SWITCH_TASKS
 
     # A no-op re-run changes nothing and restarts nothing: a running job keeps running.
     job_id = submit("long_running.py", cluster.worker_ips["rc-worker2"])
     wait_for_log(jobs, job_id, "RUNNING")
-    unchanged, seconds = cluster_up(cluster.mode)
+    # Read now: the runbook names the inventory of the run that wrote it.
+    again = documented(
+        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
+    )
+    unchanged, seconds = cluster_up(again)
     record(cluster, "no-op re-run", seconds)
     assert unchanged == set()
     assert jobs.get_job_status(job_id) == JobStatus.RUNNING
 
 
 def test_check_mode_on_a_converged_cluster_changes_nothing(cluster: Cluster) -> None:
-    changed, _ = cluster_up(cluster.mode, "--check", "--diff")
+    again = documented(
+        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
+    )
+    changed, _ = cluster_up(again, "--check", "--diff")
     assert changed == set()

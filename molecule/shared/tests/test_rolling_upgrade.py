@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import Cluster, alive_nodes
-from test_mode_switch import converge, record
+from test_mode_switch import converge, documented, record
 
 pytestmark = pytest.mark.faults
 OTHER_RAY = "2.59.0"
@@ -31,7 +31,12 @@ def service_times(host) -> tuple[int, int]:
 def test_version_change_stops_everything_then_starts_head_then_workers_one_by_one(
     cluster: Cluster, host_of
 ) -> None:
-    report, elapsed = converge("-e", f"ray_version={OTHER_RAY}", "-e", "ray_worker_batch=1")
+    runbook_up = documented(
+        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml", cluster.mode, cluster
+    )
+    report, elapsed = converge(
+        runbook_up, "-e", f"ray_version={OTHER_RAY}", "-e", "ray_worker_batch=1"
+    )
     record(cluster, f"version change to Ray {OTHER_RAY}, batches of 1 worker", elapsed)
 
     # One play per batch: each batch held exactly one worker.

@@ -1,5 +1,7 @@
-"""cluster-down.yml stops Ray everywhere; with ray_purge it removes what cluster-up installed
-and nothing else. Runs last: it takes the cluster down."""
+"""cluster-down as README.md and the runbook print it: without ray_purge it stops and disables
+Ray and leaves it installed; with ray_purge it removes what cluster-up installed and nothing
+else; and cluster-up right after a purge brings the cluster back. Runs last: it takes the
+cluster down."""
 
 from __future__ import annotations
 
@@ -7,20 +9,19 @@ import os
 import subprocess
 
 import pytest
-from conftest import PROJECT
+from conftest import PROJECT, Cluster, alive_nodes
+from test_mode_switch import documented
 
 NODES = ("rc-head", "rc-worker1", "rc-worker2")
+STOP = r"ansible-playbook -i \S+ cluster-down.yml$"
+PURGE = r"ansible-playbook -i \S+ cluster-down.yml -e ray_purge=true$"
 
 
-def cluster_down(*extra: str) -> str:
+def run_documented(text: str) -> str:
     run = subprocess.run(
-        [
-            "ansible-playbook",
-            "-i",
-            os.environ["MOLECULE_INVENTORY_FILE"],
-            str(PROJECT / "cluster-down.yml"),
-            *extra,
-        ],
+        ["bash", "-c", text],
+        cwd=PROJECT,
+        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
         capture_output=True,
         text=True,
         check=False,
@@ -29,25 +30,60 @@ def cluster_down(*extra: str) -> str:
     return run.stdout
 
 
+def command(source: str, pattern: str, cluster: Cluster) -> str:
+    return documented(source, pattern, cluster.mode, cluster)
+
+
 @pytest.fixture(scope="module")
-def purged() -> list[str]:
-    return [cluster_down("-e", "ray_purge=true"), cluster_down("-e", "ray_purge=true")]
+def downed(cluster: Cluster, host_of) -> dict:
+    """Each document's stop, the nodes as they were left, then each document's purge."""
+    for source in ("README.md", "RUNBOOK.md"):
+        run_documented(command(source, STOP, cluster))
+    stopped = {
+        node: (
+            host_of(node).service("ray").is_running,
+            host_of(node).service("ray").is_enabled,
+            host_of(node).file("/opt/ray-cluster/venv/bin/ray").exists,
+        )
+        for node in NODES
+    }
+    purged = [
+        run_documented(command(source, PURGE, cluster)) for source in ("README.md", "RUNBOOK.md")
+    ]
+    return {"stopped": stopped, "purged": purged}
 
 
 @pytest.mark.parametrize("node", NODES)
-def test_purge_removes_ours_and_keeps_the_hosts(purged, host_of, node) -> None:
+def test_stop_leaves_ray_installed_but_stopped(downed, node) -> None:
+    running, enabled, installed = downed["stopped"][node]
+    assert (running, enabled, installed) == (False, False, True)
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_purge_removes_ours_and_keeps_the_hosts(downed, host_of, node) -> None:
     host = host_of(node)
     assert not host.service("ray").is_running
     assert not host.file("/etc/systemd/system/ray.service").exists
     assert not host.file("/opt/ray-cluster").exists
     assert not host.file("/usr/local/bin/ray").exists
     assert not host.file("/etc/ray-cluster").exists
+    assert not host.file("/etc/tmpfiles.d/ray-cluster.conf").exists
     assert not host.user("ray").exists
+    assert not host.group("ray-operators").exists
     tables = host.check_output("nft list tables")
     assert "ray_cluster" not in tables
     assert "table inet site_rules" in tables
+    assert host.user("operator").exists
 
 
-def test_second_purge_changes_nothing(purged) -> None:
-    recap = purged[1].split("PLAY RECAP", 1)[1]
+def test_second_purge_changes_nothing(downed) -> None:
+    recap = downed["purged"][1].split("PLAY RECAP", 1)[1]
     assert recap.count("changed=0") == len(NODES), recap
+
+
+@pytest.mark.faults
+def test_purge_then_up_in_one_run(cluster: Cluster) -> None:
+    """Starting fresh: the runbook's purge, then README's cluster-up, each run once."""
+    run_documented(command("RUNBOOK.md", PURGE, cluster))
+    run_documented(command("README.md", r"ansible-playbook -i \S+ cluster-up.yml$", cluster))
+    assert set(alive_nodes(cluster)) == {cluster.head_ip, *cluster.worker_ips.values()}

@@ -1,0 +1,104 @@
+"""Runs that do not reach every node, and a firewall that others flush, never split or open
+the cluster. Faults scenario only (marker `faults`): these restart Ray and reload firewalls."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+from conftest import PROJECT, Cluster, alive_nodes
+from test_faults import rejoined, runs_a_task, wait_until
+from test_mode_switch import converge, documented, record
+
+pytestmark = pytest.mark.faults
+RUNBOOK_UP = r"ansible-playbook -i \S+ cluster-up.yml"
+FABRIC = {"rc-head": "10.125.0.10", "rc-worker2": "10.125.0.12"}
+
+
+def trusted(host) -> str:
+    return host.check_output("nft list set inet ray_cluster trusted_v4")
+
+
+def reaches(host, ip: str, port: int) -> bool:
+    """Whether `host` completes a TCP handshake with ip:port within 5 s."""
+    return host.run(f"timeout 5 bash -c '</dev/tcp/{ip}/{port}'").rc == 0
+
+
+def test_limit_run_on_one_worker_keeps_the_cluster_whole(
+    cluster: Cluster, host_of, submit, jobs
+) -> None:
+    """An operator re-applies one worker; every node's firewall still trusts every node, and
+    after Ray restarts on that worker, jobs reach every worker."""
+    runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, cluster.mode, cluster)
+    converge(runbook_up, "--limit", "rc-worker1")
+    for node in ("rc-head", "rc-worker1", "rc-worker2"):
+        addresses = trusted(host_of(node))
+        for ip in (cluster.head_ip, *cluster.worker_ips.values(), *FABRIC.values()):
+            assert ip in addresses, (node, ip, addresses)
+
+    before = alive_nodes(cluster)
+    host_of("rc-worker1").check_output("systemctl restart ray")
+    wait_until(rejoined(cluster, before, {cluster.worker_ips["rc-worker1"]}), "worker not back")
+    for ip in cluster.worker_ips.values():
+        assert runs_a_task(submit, jobs, ip), f"no task ran on {ip}"
+
+
+def test_a_failed_batch_stops_the_roll(cluster: Cluster, host_of) -> None:
+    """Batches of one worker, and Ray cannot start on any worker: the first batch fails and
+    the second never starts."""
+    workers = [host_of(name) for name in cluster.worker_ips]
+    broken = "/etc/systemd/system/ray.service.d/zz-test-broken.conf"
+    for worker in workers:
+        worker.check_output(f"mkdir -p {os.path.dirname(broken)}")
+        worker.check_output(f"printf '[Service]\\nExecStartPre=/bin/false\\n' > {broken}")
+        worker.check_output("systemctl daemon-reload")
+    other = {"legacy": "post_mortem", "post_mortem": "legacy"}[cluster.mode]
+    runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, other, cluster)
+    try:
+        run = subprocess.run(
+            ["bash", "-c", f"{runbook_up} -e ray_worker_batch=1"],
+            cwd=PROJECT,
+            env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert run.returncode != 0, run.stdout[-3000:]
+        batches = [
+            sorted(play["tasks"][0]["hosts"])
+            for play in json.loads(run.stdout)["plays"]
+            if play["play"]["name"] == "Start the workers"
+        ]
+        assert len(batches) == 1 and len(batches[0]) == 1, batches
+        (started,) = batches[0]
+        never = next(name for name in cluster.worker_ips if name != started)
+        assert not host_of(never).service("ray").is_running
+    finally:
+        for worker in workers:
+            worker.check_output(f"rm -f {broken} && systemctl daemon-reload")
+        converge(documented("RUNBOOK.md", RUNBOOK_UP, cluster.mode, cluster))
+    assert set(alive_nodes(cluster)) == {cluster.head_ip, *cluster.worker_ips.values()}
+
+
+@pytest.mark.parametrize("removal", ["systemctl restart nftables", "nft flush ruleset"])
+def test_firewall_comes_back_by_itself(cluster: Cluster, host_of, outsider, removal) -> None:
+    """Someone else's reload deletes our table: within seconds Ray's ports are filtered again."""
+    worker = host_of("rc-worker1")
+    ip, port = cluster.worker_ips["rc-worker1"], int(cluster.ports["node_manager"])
+    site_rules = worker.check_output("nft list table inet site_rules")
+    try:
+        worker.check_output(removal)
+        removed = time.monotonic()
+        wait_until(
+            lambda: worker.run("nft list table inet ray_cluster").rc == 0, "table not restored"
+        )
+        record(cluster, f"firewall restored after `{removal}`", time.monotonic() - removed)
+        assert not reaches(outsider, ip, port)
+        socket.create_connection((ip, port), timeout=5).close()
+    finally:
+        if worker.run("nft list table inet site_rules").rc != 0:
+            worker.run_expect([0], f"nft -f - <<'EOF'\n{site_rules}\nEOF")

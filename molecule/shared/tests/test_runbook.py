@@ -1,0 +1,210 @@
+"""The runbook's commands, run as printed: from its checkout with its own `export` line, and
+on the head over real SSH as the inventory's non-root login user."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+from conftest import PROJECT, Cluster, wait_for_job
+from ray.job_submission import JobStatus
+from test_debugger import WORKER, wait_for
+
+from ray_debug_tools.dap_client import DapSession
+from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
+
+sys.path.insert(0, str(PROJECT / "tests"))
+from doc_commands import commands
+
+OPERATOR_KEY = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "operator_key"
+PROMPT = "RUNBOOK-TEST$ "
+# Set in two quoted halves, so the shell's echo of the assignment never matches the prompt.
+SET_PROMPT = "PS1='RUNBOOK''-TEST$ '"
+
+
+def printed(cluster: Cluster) -> list[str]:
+    return commands((cluster.artifacts / "RUNBOOK.md").read_text())
+
+
+def printed_command(cluster: Cluster, pattern: str) -> str:
+    """The one command of the runbook that matches `pattern` from its start."""
+    found = [text for text in printed(cluster) if re.match(pattern, text)]
+    assert len(found) == 1, f"runbook commands matching {pattern!r}: {found}"
+    return found[0]
+
+
+def run_printed(
+    cluster: Cluster, text: str, cwd: Path | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    """One printed command in bash after the runbook's `cd` and `export` lines, without this
+    test run's own Ray client variables: the runbook's must suffice. `cwd` replaces the `cd`
+    for commands run from a job's own directory."""
+    setup = [
+        line
+        for line in printed(cluster)
+        if line.startswith("export RAY_AUTH_MODE=") or (cwd is None and line.startswith("cd /"))
+    ]
+    return subprocess.run(
+        ["bash", "-c", "\n".join([*setup, text])],
+        cwd=cwd,
+        env=operator_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def operator_env() -> dict[str, str]:
+    """This machine's environment less Ray's client variables and molecule's forced colour."""
+    kept = {name: value for name, value in os.environ.items() if not name.startswith("RAY_AUTH")}
+    return dict(kept, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+
+
+def on_the_head(cluster: Cluster, then: str) -> tuple[str, str]:
+    """The runbook's `ssh LOGIN` line followed by `then`: (the ssh line, `then`)."""
+    lines = printed(cluster)
+    pairs = [
+        (lines[index], lines[index + 1])
+        for index in range(len(lines) - 1)
+        if lines[index].startswith("ssh ") and lines[index + 1] == then
+    ]
+    assert len(pairs) == 1, f"runbook has no single `ssh` then `{then}`: {lines}"
+    return pairs[0]
+
+
+def login(ssh_line: str) -> pexpect.spawn:
+    """A login shell from the runbook's ssh line; the key stands for the operator's agent."""
+    _, destination = ssh_line.split()
+    shell = pexpect.spawn(
+        "ssh",
+        [
+            "-tt",
+            "-i",
+            str(OPERATOR_KEY),
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            destination,
+        ],
+        encoding="utf-8",
+        timeout=120,
+    )
+    shell.sendline(SET_PROMPT)
+    shell.expect_exact(PROMPT)
+    return shell
+
+
+def test_ray_status_as_the_login_user(cluster: Cluster) -> None:
+    ssh_line, status = on_the_head(cluster, "ray status")
+    shell = login(ssh_line)
+    user = ssh_line.split()[1].split("@")[0]
+    shell.sendline("id -un")
+    shell.expect_exact(PROMPT)
+    assert re.search(rf"^{user}\r?$", shell.before, re.MULTILINE), shell.before
+    shell.sendline(status)
+    shell.expect_exact(PROMPT)
+    output = shell.before
+    shell.close()
+    # Three nodes alive: the login user reached the GCS with the token.
+    assert "Active:" in output and output.count(" node_") == 3, output
+
+
+def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
+    ip = cluster.worker_ips[WORKER]
+    listing = printed_command(cluster, r"ray-breakpoints --head \S+$")
+    if cluster.mode == "post_mortem":
+        job_id = submit("post_mortem_crash.py", ip)
+        pause = wait_for(lambda: paused_workers(cluster.dashboard), "paused worker")[0]
+        listed = run_printed(cluster, listing)
+        assert f"{pause.ip}:{pause.port}" in listed.stdout, listed.stdout + listed.stderr
+
+        vscode = run_printed(cluster, printed_command(cluster, r"ray-breakpoints .* --vscode 1$"))
+        launch = json.loads(vscode.stdout)["configurations"][0]
+        assert launch["connect"] == {"host": pause.ip, "port": pause.port}, vscode.stdout
+
+        state_api = run_printed(cluster, printed_command(cluster, r"curl -s "))
+        assert f"{pause.ip} {pause.port}" in state_api.stdout.splitlines(), state_api.stdout
+
+        with DapSession.connect(pause.ip, pause.port) as session:
+            stopped = session.attach_for_post_mortem()
+            session.continue_(stopped["body"]["threadId"])
+        assert wait_for_job(jobs, job_id) == JobStatus.FAILED
+    elif cluster.mode == "legacy":
+        # `ray debug` on the head, over SSH as the login user, as the runbook says.
+        job_id = submit("legacy_breakpoint.py", ip)
+        pause = wait_for(lambda: legacy_breakpoints(cluster.gcs), "breakpoint")[0]
+        listed = run_printed(cluster, listing)
+        assert f"{pause.ip}:{pause.port}" in listed.stdout, listed.stdout + listed.stderr
+        ssh_line, debug = on_the_head(cluster, "ray debug")
+        shell = login(ssh_line)
+        shell.sendline(debug)
+        shell.expect_exact("Enter breakpoint index or press enter to refresh: ")
+        shell.sendline("0")
+        pdb_session(shell)
+        shell.close()
+        assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED
+
+        # `ray-breakpoints --attach 1` from here.
+        job_id = submit("legacy_breakpoint.py", ip)
+        wait_for(lambda: legacy_breakpoints(cluster.gcs), "breakpoint")
+        attach = printed_command(cluster, r"ray-breakpoints .* --attach 1$")
+        setup = [line for line in printed(cluster) if re.match(r"cd /|export RAY_AUTH_MODE=", line)]
+        local = pexpect.spawn(
+            "bash",
+            ["-c", "\n".join([*setup, attach])],
+            env=operator_env(),
+            encoding="utf-8",
+            timeout=120,
+        )
+        pdb_session(local)
+        local.expect(pexpect.EOF)
+        assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED
+    else:
+        pytest.skip(f"no debugger to attach in mode {cluster.mode}")
+
+
+def pdb_session(terminal: pexpect.spawn) -> None:
+    """At a legacy_breakpoint.py pause: read the local, then continue."""
+    terminal.expect_exact("(Pdb) ")
+    terminal.sendline("p answer")
+    terminal.expect_exact("42")
+    terminal.expect_exact("(Pdb) ")
+    terminal.sendline("c")
+
+
+def test_submit_and_read_logs(cluster: Cluster, tmp_path: Path) -> None:
+    """The verl job line, from a job's own directory (working_dir: ./ uploads it); its
+    arguments (`...`) become --help, which loads verl's trainer and its config."""
+    if cluster.verl_version is None:
+        pytest.skip("this scenario installs no verl")
+    submit_line = printed_command(cluster, r"ray job submit ")
+    assert submit_line.endswith(" ...")
+    submitted = run_printed(cluster, submit_line[: -len("...")] + "--help", cwd=tmp_path)
+    output = submitted.stdout + submitted.stderr
+    assert submitted.returncode == 0, output[-4000:]
+    job_id = re.search(r"Job '(\S+)' succeeded", output)
+    assert job_id, output[-4000:]
+    logs_line = printed_command(cluster, r"ray job logs ")
+    logs = run_printed(cluster, logs_line.replace("JOB_ID", job_id.group(1)))
+    assert logs.returncode == 0, logs.stdout + logs.stderr
+    assert "Powered by Hydra" in logs.stdout, logs.stdout[-4000:]
+
+
+@pytest.mark.faults
+def test_probe_as_printed(cluster: Cluster) -> None:
+    probe = run_printed(
+        cluster, printed_command(cluster, r"ansible-playbook -i \S+ playbooks/debug-probe")
+    )
+    assert probe.returncode == 0, probe.stdout[-4000:] + probe.stderr[-2000:]
+    for worker in cluster.worker_ips:
+        assert worker in probe.stdout
