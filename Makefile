@@ -14,8 +14,7 @@ INVENTORY ?= $(SANDBOX_INVENTORY)
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt
-	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet -r requirements.txt
+	python3 -m venv $(VENV) && $(VENV)/bin/pip install -r requirements.txt
 	touch $@
 
 # The node image molecule boots; built without a registry when none answers.

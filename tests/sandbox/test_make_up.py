@@ -6,13 +6,34 @@ the fix, once the worker's debugger ports are filtered for this machine.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ray_debug_tools.dap_client import DapSession
+
 PROJECT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(PROJECT / "tests"))
+from doc_commands import commands  # noqa: E402
+
+README = commands((PROJECT / "README.md").read_text())
+# The job a reader debugs: a task that crashes, so post_mortem pauses it.
+MY_JOB = """import ray
+
+@ray.remote
+def step():
+    answer = 42
+    raise ValueError(f"my job crashed with answer={answer}")
+
+ray.init()
+ray.get(step.remote())
+"""
 WORKER = "ray-sandbox-w1"
 # Stands for a site firewall between the operator and one worker's debuggers.
 BLOCK_CONTROLLER = "insert rule inet ray_cluster input ip saddr 10.124.0.1 tcp dport {ports} drop"
@@ -60,6 +81,64 @@ def test_probe_fails_with_a_diagnosis_when_a_debugger_is_filtered(sandbox: str) 
     assert f"FAILED {WORKER}: debugger 10.124.0.3:520" in probe.stdout
     assert "filtered from 10.124.0.1: add 10.124.0.1/32" in probe.stdout
     assert "to ray_trusted_cidrs" in probe.stdout
+
+
+def readme_lines(*starts: str) -> list[str]:
+    """README.md's commands that start so, in order, with the reader's checkout put here."""
+    return [
+        text.replace("/path/to/ray-cluster", str(PROJECT))
+        for text in README
+        if text.startswith(starts)
+    ]
+
+
+def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
+    """README's lines, from a job's own directory: submit it, find its pause, get VS Code's
+    launch.json for it. Release the pause the way VS Code would, over DAP."""
+    (tmp_path / "my_job.py").write_text(MY_JOB)
+    setup = "\n".join(readme_lines("source ", "export RAY_AUTH_MODE="))
+    (submit,) = readme_lines("ray job submit ")
+    listing, vscode = readme_lines("ray-breakpoints ")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
+    job = subprocess.Popen(
+        ["bash", "-c", f"{setup}\n{submit}"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            listed = subprocess.run(
+                ["bash", "-c", f"{setup}\n{listing}"], env=env, capture_output=True, text=True
+            )
+            if "10.124.0." in listed.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert listed.returncode == 0 and "10.124.0." in listed.stdout, (
+            listed.stdout + listed.stderr
+        )
+        launch = subprocess.run(
+            ["bash", "-c", f"{setup}\n{vscode}"], env=env, capture_output=True, text=True
+        )
+        connect = json.loads(launch.stdout)["configurations"][0]["connect"]
+        assert 52000 <= connect["port"] <= 52099, connect
+        with DapSession.connect(connect["host"], connect["port"]) as session:
+            stopped = session.attach_for_post_mortem()
+            session.continue_(stopped["body"]["threadId"])
+        output, _ = job.communicate(timeout=120)
+    finally:
+        job.kill()
+    assert "my job crashed with answer=42" in output, output[-3000:]
+
+
+def test_readme_collective_check(sandbox: str) -> None:
+    (check,) = readme_lines("ansible-playbook -i artifacts/ray-sandbox/hosts.yml ")
+    run = subprocess.run(["bash", "-c", check], cwd=PROJECT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "ray-sandbox-w1" in run.stdout
 
 
 def test_make_down_removes_the_sandbox(sandbox: str) -> None:
