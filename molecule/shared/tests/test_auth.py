@@ -1,5 +1,5 @@
 """Token auth: every Ray API wants the cluster's token, which only root, Ray and the operators
-(ray_operators) can read.
+(ray_operators, in Ray's group) can read.
 
 The verifier runs with the operator's environment from the runbook (RAY_AUTH_MODE,
 RAY_AUTH_TOKEN_PATH; see the molecule config), so every other test proves the authorised
@@ -75,7 +75,7 @@ def test_gcs_refuses_a_client_without_the_token(cluster: Cluster) -> None:
 def test_token_file_is_readable_by_ray_and_operators_only(host_of, node) -> None:
     host = host_of(node)
     token_file = host.file("/etc/ray-cluster/auth_token")
-    assert (token_file.user, token_file.group, token_file.mode) == ("ray", "ray-operators", 0o640)
+    assert (token_file.user, token_file.group, token_file.mode) == ("ray", "ray", 0o640)
     assert token_file.content_string.strip() == controller_token()
     assert host.run("runuser -u operator -- cat /etc/ray-cluster/auth_token").rc == 0
     assert host.run("runuser -u nobody -- cat /etc/ray-cluster/auth_token").rc != 0

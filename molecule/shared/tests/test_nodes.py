@@ -103,3 +103,20 @@ def test_unit_is_hardened(host) -> None:
         "ProtectHome=yes",
         "User=ray",
     }
+
+
+def test_only_ray_writes_its_temp_directory(host) -> None:
+    """/tmp/ray, where Ray keeps sessions and sockets, is root's and Ray's group's: another
+    user cannot plant a file there (Ray's own chmod to 0777 failed on a directory it does not
+    own), and tmpfiles.d keeps it so across reboots."""
+    temp = host.file("/tmp/ray")
+    assert (temp.user, temp.group, temp.mode) == ("root", "ray", 0o775)
+    assert host.run("runuser -u operator -- touch /tmp/ray/planted").rc != 0
+    assert (
+        "d /tmp/ray 0775 root ray -" in host.file("/etc/tmpfiles.d/ray-cluster.conf").content_string
+    )
+
+
+def test_login_shells_get_the_address_not_from_tmp(host, cluster) -> None:
+    profile = host.file("/etc/profile.d/ray-cluster.sh").content_string
+    assert f"export RAY_ADDRESS={cluster.gcs}" in profile

@@ -110,7 +110,8 @@ def test_ray_status_as_the_login_user(cluster: Cluster) -> None:
     user = ssh_line.split()[1].split("@")[0]
     shell.sendline("id -un")
     shell.expect_exact(PROMPT)
-    assert re.search(rf"^{user}\r?$", shell.before, re.MULTILINE), shell.before
+    # Terminal control sequences may precede the line.
+    assert re.search(rf"[\r\n]{user}\r?\n", shell.before), shell.before
     shell.sendline(status)
     shell.expect_exact(PROMPT)
     output = shell.before

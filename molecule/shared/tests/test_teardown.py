@@ -69,7 +69,6 @@ def test_purge_removes_ours_and_keeps_the_hosts(downed, host_of, node) -> None:
     assert not host.file("/etc/ray-cluster").exists
     assert not host.file("/etc/tmpfiles.d/ray-cluster.conf").exists
     assert not host.user("ray").exists
-    assert not host.group("ray-operators").exists
     tables = host.check_output("nft list tables")
     assert "ray_cluster" not in tables
     assert "table inet site_rules" in tables

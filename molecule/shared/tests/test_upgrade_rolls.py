@@ -1,9 +1,9 @@
 """A Ray version change rolls through the cluster without two versions ever running together.
 
-Runs in the faults scenario (marker `faults`) because it replaces Ray on every node: the
-operator's command with another ray_version and batches of one worker. Systemd's monotonic
-timestamps are comparable across the containers (one kernel), so the order of stops and
-starts is read back from the nodes themselves.
+Runs in the faults scenario (marker `faults`), last (file order), because it replaces Ray on
+every node: the runbook's command with another ray_version and batches of one worker.
+Systemd's monotonic timestamps are comparable across the containers (one kernel), so the
+order of stops and starts is read back from the nodes themselves.
 """
 
 from __future__ import annotations
