@@ -136,3 +136,9 @@ def wait_for_job(jobs: JobSubmissionClient, job_id: str, timeout: float = 180) -
     raise TimeoutError(
         f"job {job_id} still {status} after {timeout} s: {jobs.get_job_logs(job_id)}"
     )
+
+
+def trusts(host: testinfra.host.Host, address: str) -> bool:
+    """Whether the node's firewall trusts `address` (nft merges the set into ranges, so ask)."""
+    family = "trusted_v6" if ":" in address else "trusted_v4"
+    return host.run(f"nft get element inet ray_cluster {family} '{{ {address} }}'").rc == 0
