@@ -106,12 +106,12 @@ def test_unit_is_hardened(host) -> None:
 
 
 def test_only_ray_writes_its_temp_directory(host) -> None:
-    """/tmp/ray, where Ray keeps sessions and sockets, is root's and Ray's group's: another
-    user cannot plant a file there (Ray's own chmod to 0777 failed on a directory it does not
-    own), and tmpfiles.d keeps it so across reboots."""
+    """/tmp/ray, where Ray keeps sessions and sockets, is root's and Ray's group's (Ray and the
+    operators): another user cannot plant a file there (Ray's own chmod to 0777 failed on a
+    directory it does not own), and tmpfiles.d keeps it so across reboots."""
     temp = host.file("/tmp/ray")
     assert (temp.user, temp.group, temp.mode) == ("root", "ray", 0o775)
-    assert host.run("runuser -u operator -- touch /tmp/ray/planted").rc != 0
+    assert host.run("runuser -u nobody -- touch /tmp/ray/planted").rc != 0
     assert (
         "d /tmp/ray 0775 root ray -" in host.file("/etc/tmpfiles.d/ray-cluster.conf").content_string
     )
