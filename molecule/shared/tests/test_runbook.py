@@ -152,6 +152,9 @@ def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
         shell.expect_exact("Enter breakpoint index or press enter to refresh: ")
         shell.sendline("0")
         pdb_session(shell)
+        # Released: the pdb connection ends and `ray debug` lists breakpoints again. Leaving
+        # before then would cut the connection under the paused task.
+        shell.expect_exact("Enter breakpoint index or press enter to refresh: ")
         shell.close()
         assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED
 
