@@ -50,13 +50,6 @@ def commands(markdown: str) -> list[str]:
     return found
 
 
-def command(markdown: str, start: str) -> str:
-    """The one command of `markdown` that starts with `start`."""
-    matches = [line for line in commands(markdown) if line.startswith(start)]
-    assert len(matches) == 1, f"expected one command starting {start!r}, found {matches}"
-    return matches[0]
-
-
 @dataclass(frozen=True)
 class Covered:
     """Commands matching `pattern` (from their start) are run, by their text, by `test`
