@@ -76,6 +76,8 @@ def test_each_mode_carries_only_its_own_debugger(rendered: Path, mode: str) -> N
     assert ("RAY_DEBUG=legacy" in env) == (mode == "legacy")
     assert ("--ray-debugger-external" in unit) == (mode == "legacy")
     assert ("RAY_DEBUG_POST_MORTEM=1" in env) == (mode == "post_mortem")
+    # Off means off: a forgotten breakpoint() must not wait in Ray's default debugger.
+    assert ("RAY_DEBUG=0" in env) == (mode == "off")
     assert ("RAY_DEBUG=legacy" in profile.replace("'", "")) == (mode == "legacy")
     assert f"({mode} debugging)" in unit
 
@@ -195,3 +197,11 @@ def test_runbook_node_table_shows_gpu_facts(rendered: Path) -> None:
     assert f"| localhost | worker | 10.0.0.11 | 2 | {gpus} | ens5 | none: NCCL_IB_DISABLE=1 |" in (
         runbook
     )
+
+
+def test_unit_reserves_the_debugger_range_while_ray_runs(rendered: Path) -> None:
+    unit = read(rendered, "post_mortem", "ray.service").splitlines()
+    module = "/opt/ray-cluster/venv/bin/python -m ray_debugger_port_range"
+    # As root ("+"): the unit's own sandbox makes /proc/sys read-only.
+    assert f"ExecStartPre=+{module} reserve" in unit
+    assert f"ExecStopPost=+{module} release" in unit

@@ -9,7 +9,7 @@ testinfra_hosts = ["ansible://ray_cluster"]
 MODE_ENV = {
     "post_mortem": {"RAY_DEBUG_POST_MORTEM": "1"},
     "legacy": {"RAY_DEBUG": "legacy"},
-    "off": {},
+    "off": {"RAY_DEBUG": "0"},
 }
 
 
@@ -120,3 +120,10 @@ def test_only_ray_writes_its_temp_directory(host) -> None:
 def test_login_shells_get_the_address_not_from_tmp(host, cluster) -> None:
     profile = host.file("/etc/profile.d/ray-cluster.sh").content_string
     assert f"export RAY_ADDRESS={cluster.gcs}" in profile
+
+
+def test_kernel_keeps_the_debugger_range_for_debuggers(host, cluster) -> None:
+    """No outgoing connection can take a debugger port while Ray runs; the operator's own
+    reservation (prepare.yml's 40000) stays."""
+    reserved = host.file("/proc/sys/net/ipv4/ip_local_reserved_ports").content_string.strip()
+    assert reserved == f"40000,{cluster.debugger_range[0]}-{cluster.debugger_range[-1]}"

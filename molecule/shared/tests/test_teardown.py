@@ -15,6 +15,7 @@ from test_mode_switch import documented
 NODES = ("rc-head", "rc-worker1", "rc-worker2")
 STOP = r"ansible-playbook -i \S+ cluster-down.yml$"
 PURGE = r"ansible-playbook -i \S+ cluster-down.yml -e ray_purge=true$"
+RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 
 
 def run_documented(text: str) -> str:
@@ -44,6 +45,7 @@ def downed(cluster: Cluster, host_of) -> dict:
             host_of(node).service("ray").is_running,
             host_of(node).service("ray").is_enabled,
             host_of(node).file("/opt/ray-cluster/venv/bin/ray").exists,
+            host_of(node).file(RESERVED_PORTS).content_string.strip(),
         )
         for node in NODES
     }
@@ -55,8 +57,10 @@ def downed(cluster: Cluster, host_of) -> dict:
 
 @pytest.mark.parametrize("node", NODES)
 def test_stop_leaves_ray_installed_but_stopped(downed, node) -> None:
-    running, enabled, installed = downed["stopped"][node]
+    running, enabled, installed, reserved = downed["stopped"][node]
     assert (running, enabled, installed) == (False, False, True)
+    # The debugger range goes back to the kernel; the operator's own reservation stays.
+    assert reserved == "40000"
 
 
 @pytest.mark.parametrize("node", NODES)

@@ -1,4 +1,4 @@
-"""Keep the ports of Ray's debuggers inside RAY_DEBUGGER_PORT_RANGE ("LOW-HIGH").
+"""Keep the ports of Ray's debuggers inside RAY_DEBUGGER_PORT_RANGE ("LOW-HIGH"), one each.
 
 Ray opens its debuggers on ports the kernel picks at random (debugpy.listen((ip, 0)) in
 ray/util/debugpy.py, a port-0 bind in ray/util/rpdb.py's _RemotePdb), which no firewall rule
@@ -6,27 +6,45 @@ can allow. A .pth file in the cluster's venv runs install() in every Python proc
 
     import ray_debugger_port_range; ray_debugger_port_range.install()
 
-so each port-0 request is turned into a free port of the range before the debugger binds it.
+so each port-0 request gets a port of the range that no other debugger on the node holds.
+When every rank of a training step pauses in the same instant, two processes must never get
+one port: a process claims a port by binding a per-port lock (an abstract Unix socket, gone
+with the process that holds it) before it hands the port to the debugger, and retries with
+another port if the debugger still finds it taken by something outside the hook.
+
+`python -m ray_debugger_port_range reserve|release` adds the range to, or takes it from, the
+kernel's ip_local_reserved_ports, so that no outgoing connection is given a debugger port;
+the Ray unit runs them when it starts and stops.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~10 ms in every interpreter.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from importlib.machinery import ModuleSpec
+    from socket import socket
     from types import ModuleType
     from typing import Any
 
     Patch = Callable[[ModuleType], None]
 
 ENV_VAR = "RAY_DEBUGGER_PORT_RANGE"
+RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 # Set on our wrappers so that a second install() in one process does not wrap twice.
 _WRAPPED = "_ray_debugger_port_range_wrapped"
+# The leading parameters of the callables we wrap, as Ray 2.60 and debugpy 1.8 define them.
+# Another shape means the hook no longer knows where the port is: it leaves it alone.
+RPDB_INIT_PARAMETERS = ("self", "breakpoint_uuid", "host", "port", "ip_address")
+DEBUGPY_LISTEN_PARAMETERS = ("__endpoint",)
+# Claims that debugpy's listening adapter outlives: debugpy serves one port for the life of
+# the worker process, so the process keeps the claim as long.
+_held_claims: list[socket] = []
 
 
 def install() -> None:
@@ -70,47 +88,94 @@ def format_port_range(ports: range) -> str:
     return f"{ports.start}-{ports.stop - 1}"
 
 
-def free_port(host: str, ports: range) -> int:
-    """Return a port of the range that can be bound on host now; RuntimeError if none."""
+def claim_port(host: str, ports: range, skip: Iterable[int] = ()) -> tuple[int, socket]:
+    """Claim a port of the range for one debugger on host: (port, claim); RuntimeError if none.
+
+    The port is bindable on host now and no other process on the node holds its claim; the
+    claim lasts until it is closed or this process exits.
+    """
     # Imported here so that install() stays cheap in processes that never open a debugger.
     import random
-    import socket
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # A random start spreads tasks that pause at the same moment over the range.
+    skipped = set(skip)
+    # A random start spreads ranks that pause in the same instant over the range, so they
+    # rarely contend for one claim.
     start = random.randrange(len(ports))
     for port in (*ports[start:], *ports[:start]):
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            # As Ray's remote pdb and debugpy's adapter do: a port whose last connection is in
-            # TIME_WAIT is free for them, and every detach leaves one for a minute.
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError:
-                continue
-        return port
+        if port in skipped:
+            continue
+        claim = _claim(port)
+        if claim is None:
+            continue
+        if _bindable(host, port):
+            return port, claim
+        claim.close()
     message = (
         f"ray debugger port range {format_port_range(ports)} is full on {host}: "
-        f"all {len(ports)} ports are in use (other paused tasks?); "
-        "release a paused task or widen ray_debugger_port_range"
+        f"all {len(ports)} ports are in use (workers that paused keep theirs until they exit); "
+        "end the jobs whose tasks paused, or widen ray_debugger_port_range"
     )
     # The task's log is where operators look, so say it there too, not only in the traceback.
     print(message, file=sys.stderr, flush=True)
     raise RuntimeError(message)
 
 
+def _claim(port: int) -> socket | None:
+    import socket
+
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # The kernel lets one socket at a time hold a name, in every process of the node's
+        # network namespace, and frees it when the holder exits however it exits.
+        claim.bind(f"\0ray-debugger-port-{port}")
+    except OSError:
+        claim.close()
+        return None
+    return claim
+
+
+def _bindable(host: str, port: int) -> bool:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As Ray's remote pdb and debugpy's adapter do: a port whose last connection is in
+        # TIME_WAIT is free for them, and every detach leaves one for a minute.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def _patch_debugpy(module: ModuleType, ports: range) -> None:
     original = module.listen
-    if getattr(original, _WRAPPED, False):
+    if getattr(original, _WRAPPED, False) or not _recognised(
+        "debugpy.listen", original, DEBUGPY_LISTEN_PARAMETERS
+    ):
         return
 
     def listen(endpoint: tuple[str, int] | int, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(endpoint, int) and endpoint == 0:
-            # debugpy's own default host for a bare port.
-            endpoint = free_port("127.0.0.1", ports)
-        elif isinstance(endpoint, tuple) and endpoint[1] == 0:
-            endpoint = (endpoint[0], free_port(endpoint[0], ports))
-        return original(endpoint, *args, **kwargs)
+        # debugpy's own default host for a bare port.
+        host, port = ("127.0.0.1", endpoint) if isinstance(endpoint, int) else endpoint
+        if port != 0:
+            return original(endpoint, *args, **kwargs)
+        taken: set[int] = set()
+        while True:
+            port, claim = claim_port(host, ports, taken)
+            try:
+                result = original((host, port), *args, **kwargs)
+            except RuntimeError as exc:
+                claim.close()
+                # The adapter reports "Can't listen for client connections: [Errno 98] ...":
+                # a process outside the hook took the port after we looked.
+                if os.strerror(errno.EADDRINUSE) not in str(exc):
+                    raise
+                taken.add(port)
+                continue
+            _held_claims.append(claim)
+            return result
 
     _copy_identity(listen, original)
     module.listen = listen
@@ -119,18 +184,75 @@ def _patch_debugpy(module: ModuleType, ports: range) -> None:
 def _patch_rpdb(module: ModuleType, ports: range) -> None:
     remote_pdb = module._RemotePdb
     original = remote_pdb.__init__
-    if getattr(original, _WRAPPED, False):
+    if getattr(original, _WRAPPED, False) or not _recognised(
+        "ray.util.rpdb._RemotePdb.__init__", original, RPDB_INIT_PARAMETERS
+    ):
         return
 
     def init(
         self: Any, breakpoint_uuid: Any, host: str, port: int, *args: Any, **kwargs: Any
     ) -> None:
-        if port == 0:
-            port = free_port(host, ports)
-        original(self, breakpoint_uuid, host, port, *args, **kwargs)
+        if port != 0:
+            original(self, breakpoint_uuid, host, port, *args, **kwargs)
+            return
+        taken: set[int] = set()
+        while True:
+            port, claim = claim_port(host, ports, taken)
+            try:
+                original(self, breakpoint_uuid, host, port, *args, **kwargs)
+                # Listen now rather than when Ray calls listen(), after it has published the
+                # address: with SO_REUSEADDR two sockets may bind one port, and only the second
+                # listen() fails.
+                self._listen_socket.listen(1)
+            except OSError as exc:
+                claim.close()
+                listener = getattr(self, "_listen_socket", None)
+                if listener is not None:
+                    listener.close()
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                taken.add(port)
+                continue
+            # The claim lasts as long as the listening socket: Ray binds a new one, on a new
+            # port, at every breakpoint.
+            import weakref
+
+            weakref.finalize(self._listen_socket, claim.close)
+            return
 
     _copy_identity(init, original)
     remote_pdb.__init__ = init
+
+
+def _recognised(name: str, function: Callable[..., Any], expected: Sequence[str]) -> bool:
+    import inspect
+
+    try:
+        parameters = tuple(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        parameters = ()
+    if parameters[: len(expected)] == tuple(expected):
+        return True
+    # Printed in the worker's log, where the operator looks when a pause cannot be reached.
+    print(
+        f"ray_debugger_port_range: not wrapping {name}: its parameters {parameters} do not "
+        f"start with {tuple(expected)}, the signature this hook knows; its debugger ports stay "
+        f"random (and the firewall drops them){_versions()}",
+        file=sys.stderr,
+    )
+    return False
+
+
+def _versions() -> str:
+    from importlib import metadata
+
+    found = []
+    for package in ("ray", "debugpy"):
+        try:
+            found.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return f"; installed: {', '.join(found)}" if found else ""
 
 
 def _copy_identity(wrapper: Callable[..., Any], original: Callable[..., Any]) -> None:
@@ -149,7 +271,7 @@ def _apply(name: str, patch: Patch, module: ModuleType) -> None:
         # A changed debugger API must not make `import ray` or `import debugpy` fail.
         print(
             f"ray_debugger_port_range: could not patch {name}, its debugger ports stay "
-            f"random: {exc!r}",
+            f"random: {exc!r}{_versions()}",
             file=sys.stderr,
         )
 
@@ -203,3 +325,66 @@ class _PatchingLoader:
     def __getattr__(self, name: str) -> Any:
         # get_source, get_resource_reader, is_package, ... of the real loader.
         return getattr(self._loader, name)
+
+
+# ---- the kernel's reserved ports -----------------------------------------------------------
+
+
+def parse_port_list(value: str) -> set[int]:
+    """Ports of a kernel port list such as "8080,52000-52099" (empty: none)."""
+    ports: set[int] = set()
+    for item in value.replace("\n", ",").split(","):
+        if item.strip():
+            low, _, high = item.strip().partition("-")
+            ports.update(range(int(low), int(high or low) + 1))
+    return ports
+
+
+def format_port_list(ports: set[int]) -> str:
+    """The kernel's own spelling: sorted, runs joined as LOW-HIGH, items by commas."""
+    runs: list[list[int]] = []
+    for port in sorted(ports):
+        if runs and port == runs[-1][1] + 1:
+            runs[-1][1] = port
+        else:
+            runs.append([port, port])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+
+
+def reserve(action: str, ports: range, path: str) -> str:
+    """Add the range to the reserved ports ("reserve") or take it out ("release")."""
+    with open(path) as current:
+        reserved = parse_port_list(current.read())
+    wanted = reserved | set(ports) if action == "reserve" else reserved - set(ports)
+    if wanted != reserved:
+        with open(path, "w") as kernel:
+            # The kernel takes "" as a value only as a newline.
+            kernel.write(format_port_list(wanted) or "\n")
+    return format_port_list(wanted)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in ("reserve", "release"):
+        print("usage: python -m ray_debugger_port_range reserve|release", file=sys.stderr)
+        return 2
+    value = os.environ.get(ENV_VAR, "")
+    try:
+        ports = parse_port_range(value)
+        reserved = reserve(argv[0], ports, RESERVED_PORTS)
+    except ValueError:
+        print(f"ray_debugger_port_range: {ENV_VAR}={value!r} is not LOW-HIGH", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # A node whose /proc/sys is read-only (a container) still runs Ray: its debuggers keep
+        # their claims, only an outgoing connection may take a free debugger port there.
+        print(
+            f"ray_debugger_port_range: could not {argv[0]} {value} in {RESERVED_PORTS}: {exc}",
+            file=sys.stderr,
+        )
+        return 0
+    print(f"ray_debugger_port_range: {RESERVED_PORTS} = {reserved or '(none)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
