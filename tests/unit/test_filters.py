@@ -174,6 +174,7 @@ def test_node_record_keeps_what_a_later_run_needs() -> None:
         "ray_node_gpu_count": "8",
         "ray_node_ib_hcas": ["mlx5_0"],
         "ray_node_ifname": "ens5",
+        "ray_node_cpus": "96",
         "ansible_facts": {"ignored": True},
     }
     record = filters.node_record([node])
@@ -186,6 +187,7 @@ def test_node_record_keeps_what_a_later_run_needs() -> None:
             "gpu_count": 8,
             "ib_hcas": ["mlx5_0"],
             "ifname": "ens5",
+            "cpus": 96,
         }
     }
 
@@ -218,3 +220,58 @@ def test_directories_purge_removes_must_be_owned_paths(path: str, why: str) -> N
 
 def test_an_owned_directory_passes() -> None:
     assert filters.path_problems({}, {"ray_install_dir": "/opt/ray-cluster"}) == []
+
+
+def node(name: str, cpus: int, gpus: int) -> dict[str, object]:
+    return {"inventory_hostname": name, "ray_node_cpus": cpus, "ray_node_gpu_count": gpus}
+
+
+def test_debugger_port_shortfalls_count_cpus_and_colocated_gpu_workers() -> None:
+    nodes = [node("small", 8, 0), node("gpu", 16, 8), node("edge", 14, 2)]
+    assert filters.debugger_port_shortfalls(nodes, "52000-52019", 3) == [
+        "gpu may pause 40 worker processes at once (16 CPUs + 8 GPUs x 3)",
+    ]
+    assert filters.debugger_port_shortfalls(nodes, "52000-52099", 3) == []
+
+
+PROOF_NODES = {"10.0.0.10": "head", "10.0.0.11": "worker1"}
+
+
+def proof(port: int | None, **extra: object) -> dict[str, object]:
+    return {"ray": "2.60.0", "port": port, "paused": False, "reserved": "52000-52019", **extra}
+
+
+def test_debugger_proof_passes_ports_inside_the_range() -> None:
+    report = {"10.0.0.10": proof(52000), "10.0.0.11": proof(52019)}
+    judged = filters.debugger_proof_problems(report, PROOF_NODES, "legacy", "52000-52019")
+    assert judged == {"problems": [], "unreserved": []}
+
+
+def test_debugger_proof_names_node_ray_version_and_cause() -> None:
+    report = {
+        "10.0.0.10": proof(41234, reserved="40000"),
+        "10.0.0.11": proof(None, error="AttributeError: module has no attribute '_RemotePdb'"),
+    }
+    judged = filters.debugger_proof_problems(report, PROOF_NODES, "post_mortem", "52000-52019")
+    assert judged["problems"] == [
+        "head (10.0.0.10), Ray 2.60.0: a post_mortem debugger listened on port 41234, outside "
+        "ray_debugger_port_range 52000-52019; the port hook does not work on this Ray",
+        "worker1 (10.0.0.11), Ray 2.60.0: AttributeError: module has no attribute '_RemotePdb'",
+    ]
+    assert judged["unreserved"] == ["head"]
+
+
+def test_debugger_proof_reports_silent_nodes() -> None:
+    judged = filters.debugger_proof_problems({}, PROOF_NODES, "legacy", "52000-52019")
+    assert judged["problems"][0] == "head (10.0.0.10): no debugger proof came back from this node"
+
+
+def test_debugger_proof_in_mode_off_fails_a_breakpoint_that_waits() -> None:
+    report = {"10.0.0.10": proof(None, paused=True, reserved=""), "10.0.0.11": proof(None)}
+    judged = filters.debugger_proof_problems(report, PROOF_NODES, "off", "52000-52019")
+    assert judged == {
+        "problems": [
+            "head (10.0.0.10), Ray 2.60.0: breakpoint() waited for a debugger in mode off"
+        ],
+        "unreserved": [],
+    }

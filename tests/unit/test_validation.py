@@ -213,7 +213,7 @@ def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
     """The worker's Python reports 3.12: the read-only facts play refuses."""
     fake_python = tmp_path / "python3.12"
     fake_python.write_text(
-        '#!/bin/sh\necho \'{"version": "3.12", "machine": "x86_64", "glibc": "2.36"}\'\n'
+        '#!/bin/sh\necho \'{"version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 2}\'\n'
     )
     fake_python.chmod(0o755)
 

@@ -142,6 +142,7 @@ RECORDED_FACTS = {
     "gpu_count": "ray_node_gpu_count",
     "ib_hcas": "ray_node_ib_hcas",
     "ifname": "ray_node_ifname",
+    "cpus": "ray_node_cpus",
 }
 
 
@@ -150,9 +151,74 @@ def node_record(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
     record = {}
     for node in nodes:
         facts = {key: node[name] for key, name in RECORDED_FACTS.items()}
-        facts["gpu_count"] = int(facts["gpu_count"])
+        facts["gpu_count"], facts["cpus"] = int(facts["gpu_count"]), int(facts["cpus"])
         record[str(node["inventory_hostname"])] = facts
     return record
+
+
+def debugger_port_shortfalls(
+    nodes: Iterable[Mapping[str, Any]], port_range: PortSpec, per_gpu: int
+) -> list[str]:
+    """Nodes whose Ray may run more pausable worker processes than the range has ports.
+
+    Every worker process that opens a debugger holds a port of the range: about one per CPU
+    for tasks, plus `per_gpu` colocated workers per GPU (verl's actor, critic, reference...).
+    """
+    low, high = port_span(port_range)
+    size = high - low + 1
+    short = []
+    for node in nodes:
+        cpus, gpus = int(node.get("ray_node_cpus", 0)), int(node.get("ray_node_gpu_count", 0))
+        needed = cpus + gpus * per_gpu
+        if needed > size:
+            short.append(
+                f"{node['inventory_hostname']} may pause {needed} worker processes at once "
+                f"({cpus} CPUs + {gpus} GPUs x {per_gpu})"
+            )
+    return short
+
+
+def debugger_proof_problems(
+    report: Mapping[str, Mapping[str, Any]],
+    wanted: Mapping[str, str],
+    mode: str,
+    port_range: PortSpec,
+) -> dict[str, list[str]]:
+    """Judge the debugger proof's report, {node ip: what a debugger did there}.
+
+    `wanted` maps every node's address to its host name. Returns `problems` (the run fails)
+    and `unreserved` (nodes whose kernel may give a debugger port to a connection).
+    """
+    low, high = port_span(port_range)
+    problems, unreserved = [], []
+    for address, host in sorted(wanted.items()):
+        node = report.get(address)
+        if node is None:
+            problems.append(f"{host} ({address}): no debugger proof came back from this node")
+            continue
+        where = f"{host} ({address}), Ray {node.get('ray', '?')}"
+        if node.get("error"):
+            problems.append(f"{where}: {node['error']}")
+        elif mode == "off":
+            if node.get("paused"):
+                problems.append(f"{where}: breakpoint() waited for a debugger in mode off")
+        elif not low <= int(node.get("port") or 0) <= high:
+            problems.append(
+                f"{where}: a {mode} debugger listened on port {node.get('port')}, outside "
+                f"ray_debugger_port_range {low}-{high}; the port hook does not work on this Ray"
+            )
+        if mode != "off" and not set(range(low, high + 1)) <= _port_list(node.get("reserved", "")):
+            unreserved.append(host)
+    return {"problems": problems, "unreserved": unreserved}
+
+
+def _port_list(value: str) -> set[int]:
+    ports: set[int] = set()
+    for item in str(value).split(","):
+        if item.strip():
+            low, high = port_span(item)
+            ports.update(range(low, high + 1))
+    return ports
 
 
 def network_host(cidr: str, index: int) -> str:
@@ -260,4 +326,6 @@ class FilterModule:
             "ray_network_host": network_host,
             "ray_routable_addresses": routable_addresses,
             "ray_node_record": node_record,
+            "ray_debugger_port_shortfalls": debugger_port_shortfalls,
+            "ray_debugger_proof_problems": debugger_proof_problems,
         }
