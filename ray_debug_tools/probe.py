@@ -3,6 +3,7 @@
 Submits probe_job.py, which pauses one task on every target node in that node's debug mode,
 then finds each pause (GCS registry or dashboard state API), attaches to it from this machine
 (pdb or DAP), releases it, and reports per node. Exits 1 with a diagnosis per failing node.
+Only the probe job's own pauses are touched: on a shared cluster, others' are left waiting.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ray.job_submission import JobSubmissionClient
 from ray_debug_tools._jobs import cluster_parser, connect
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.dap_client import DapSession
-from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
+from ray_debug_tools.pauses import job_running_tasks, legacy_breakpoints, paused_workers
 from ray_debug_tools.pdb_client import PdbSession
 
 JOB_SCRIPT = "probe_job.py"
@@ -97,25 +98,60 @@ def attach(report: NodeReport, port: int, ports: range) -> None:
     report.reachable = "yes"
 
 
-def find_pauses(mode: str, head: str, ports: dict[str, int]) -> dict[str, int]:
-    """{node ip: debugger port} of the probe's pauses currently waiting."""
+@dataclass(frozen=True)
+class SeenPause:
+    """A pause waiting on a node, and whether the probe job is the one that made it."""
+
+    ip: str
+    port: int
+    own: bool
+    # Names another job's pause in the diagnosis, so the operator knows what was left alone.
+    label: str
+
+
+def find_pauses(mode: str, head: str, ports: dict[str, int], job_id: str) -> list[SeenPause]:
+    """Every pause currently waiting in `mode`, each marked own if Ray job `job_id` made it."""
     if mode == "legacy":
-        found = legacy_breakpoints(f"{head}:{ports['gcs']}")
-        return {pause.ip: pause.port for pause in found if pause.filename.endswith(JOB_SCRIPT)}
-    return {pause.ip: pause.port for pause in paused_workers(f"http://{head}:{ports['dashboard']}")}
+        # The registry entry names the job that set the breakpoint: Ray's own record, so
+        # unlike the file name it tells this probe from another user's running the same script.
+        return [
+            SeenPause(pause.ip, pause.port, pause.job_id == job_id, f"job {pause.job_id}")
+            for pause in legacy_breakpoints(f"{head}:{ports['gcs']}")
+        ]
+    dashboard = f"http://{head}:{ports['dashboard']}"
+    # Worker rows carry no job id, but a worker only ever runs one job's tasks and the task
+    # rows name both, as recorded by Ray itself; a marker printed to the job log could be
+    # merged away by Ray's log deduplication. A fresh pause whose task row has not arrived
+    # yet counts as foreign until it does: it is left alone, never attached to wrongly.
+    ours = {task["worker_id"] for task in job_running_tasks(dashboard, job_id)}
+    return [
+        SeenPause(worker.ip, worker.port, worker.worker_id in ours, f"worker pid {worker.pid}")
+        for worker in paused_workers(dashboard)
+    ]
 
 
-def wait_for_facts(client: JobSubmissionClient, job_id: str, timeout: float) -> dict:
+def wait_for_facts(client: JobSubmissionClient, submission_id: str, timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        logs = client.get_job_logs(job_id)
+        logs = client.get_job_logs(submission_id)
         for line in logs.splitlines():
             if line.startswith("FACTS "):
                 return json.loads(line.removeprefix("FACTS "))
-        if client.get_job_status(job_id).is_terminal():
-            raise RuntimeError(f"probe job {job_id} ended before reporting:\n{logs}")
+        if client.get_job_status(submission_id).is_terminal():
+            raise RuntimeError(f"probe job {submission_id} ended before reporting:\n{logs}")
         time.sleep(1)
-    raise TimeoutError(f"probe job {job_id} reported nothing within {timeout:g} s")
+    raise TimeoutError(f"probe job {submission_id} reported nothing within {timeout:g} s")
+
+
+def ray_job_id(client: JobSubmissionClient, submission_id: str, timeout: float) -> str:
+    """The hex Ray job id that pauses are recorded under, not the submission id of the job."""
+    deadline = time.monotonic() + timeout
+    # Unset until the job's driver has connected to Ray.
+    while (job_id := client.get_job_info(submission_id).job_id) is None:
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"probe job {submission_id} got no Ray job id within {timeout:g} s")
+        time.sleep(1)
+    return job_id
 
 
 def probe(
@@ -128,31 +164,42 @@ def probe(
     timeout: float,
 ) -> list[NodeReport]:
     reports = {ip: NodeReport(name, ip) for name, ip in nodes.items()}
-    job_id = client.submit_job(
+    submission_id = client.submit_job(
         entrypoint=" ".join(["python", JOB_SCRIPT, *reports]),
         runtime_env={**runtime_env, "working_dir": str(Path(__file__).parent)},
     )
     try:
-        for ip, facts in wait_for_facts(client, job_id, timeout).items():
+        for ip, facts in wait_for_facts(client, submission_id, timeout).items():
             apply_facts(reports[ip], facts)
+        job_id = ray_job_id(client, submission_id, timeout)
         waiting = {ip for ip, report in reports.items() if not report.problem}
+        foreign: dict[str, set[str]] = {ip: set() for ip in waiting}
         deadline = time.monotonic() + timeout
         while waiting and time.monotonic() < deadline:
             for mode in {reports[ip].mode for ip in waiting}:
-                for ip, port in find_pauses(mode, head, ports).items():
-                    if ip in waiting and reports[ip].mode == mode:
-                        attach(reports[ip], port, debugger_ports)
-                        waiting.discard(ip)
+                for seen in find_pauses(mode, head, ports, job_id):
+                    if seen.ip not in waiting or reports[seen.ip].mode != mode:
+                        continue
+                    if seen.own:
+                        attach(reports[seen.ip], seen.port, debugger_ports)
+                        waiting.discard(seen.ip)
+                    else:
+                        foreign[seen.ip].add(seen.label)
             time.sleep(1)
         for ip in waiting:
+            ignored = (
+                f"; ignored another job's pause on this node ({', '.join(sorted(foreign[ip]))})"
+                if foreign[ip]
+                else ""
+            )
             reports[ip].problem = (
-                f"no paused task seen within {timeout:g} s: check the task log on the node "
-                "(/tmp/ray/session_latest/logs/worker-*.err)"
+                f"no paused task of probe job {job_id} seen within {timeout:g} s{ignored}: "
+                "check the task log on the node (/tmp/ray/session_latest/logs/worker-*.err)"
             )
     finally:
         # Also ends any pause nobody could reach.
         with contextlib.suppress(RuntimeError):
-            client.stop_job(job_id)
+            client.stop_job(submission_id)
     return list(reports.values())
 
 
