@@ -4,13 +4,18 @@ Runs on an operator's machine that is not a Ray node. Legacy pdb pauses come fro
 registry that `ray debug` reads; debugpy pauses (post-mortem crashes and breakpoint() with
 RAY_DEBUG=1) come from the dashboard's state API. Listing never attaches: attaching is what
 consumes a pause, so only --attach (pdb) or the VS Code config (debugpy) does that.
+
+When a verl step raises or hits breakpoint(), every rank pauses at once, so the default list
+shows one line per place the ranks stopped; --all lists each pause with its number.
 """
 
 import argparse
 import codecs
 import json
+import re
 import socket
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterable
@@ -36,6 +41,10 @@ LEGACY = "legacy"
 POST_MORTEM = "post_mortem"
 Mode = Literal["legacy", "post_mortem", "auto"]
 TABLE_HEADER = ("#", "mode", "node ip", "task/actor", "file:line", "debugger", "waited")
+GROUP_HEADER = ("#", "mode", "paused", "nodes", "task/actor", "file:line", "debugger", "max wait")
+NODES_SHOWN = 2
+EXCEPTION_WIDTH = 100
+TRACEBACK_FRAME = re.compile(r'^\s*File "(.+)", line (\d+)', re.MULTILINE)
 # Exit codes: 2 is argparse's for misuse, and --vscode/--attach on the wrong kind of pause
 # is a misuse the operator fixes by switching flags.
 EXIT_OK, EXIT_ERROR, EXIT_WRONG_KIND = 0, 1, 2
@@ -56,6 +65,8 @@ class Pause:
     waited_s: float | None
     # "pause" for legacy; "task_start" for debugpy, whose pause time Ray does not record.
     waited_from: str | None
+    # "ValueError: boom" for a post-mortem pause; None for breakpoint() and legacy pauses.
+    exception: str | None = None
 
     @property
     def address(self) -> str:
@@ -64,6 +75,15 @@ class Pause:
     @property
     def location(self) -> str:
         return f"{self.file}:{self.line}" if self.file else "-"
+
+
+@dataclass(frozen=True)
+class Raised:
+    """Where a task raised and what, as far as its task row tells."""
+
+    file: str | None
+    line: int | None
+    exception: str | None
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,27 @@ def running_task(task_rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(running, key=lambda row: row.get("start_time_ms") or 0, default=None)
 
 
+def task_raised(task: dict[str, Any] | None) -> Raised:
+    """What a post-mortem pause's task raised, from its state API row.
+
+    Ray's profiler ends the task's `task:execute` span with the traceback before the
+    post-mortem hook pauses, so the last frame is where the debugger waits. A breakpoint()
+    pause has no such event (its span is still open), nor has a pause whose event has not
+    reached the GCS yet.
+    """
+    events = ((task or {}).get("profiling_data") or {}).get("events") or []
+    for event in events:
+        data = event.get("extra_data") or {}
+        if event.get("event_name") == "task:execute" and "traceback" in data:
+            frames = TRACEBACK_FRAME.findall(data["traceback"])
+            file, line = frames[-1] if frames else (None, None)
+            # "type" is str() of the class: "<class 'torch.OutOfMemoryError'>".
+            kind = re.sub(r"^<class '(.+)'>$", r"\1", data.get("type", ""))
+            value = data.get("value")
+            return Raised(file, int(line) if line else None, f"{kind}: {value}" if value else kind)
+    return Raised(None, None, None)
+
+
 def post_mortem_pauses(
     workers: Iterable[PausedWorker], tasks_by_worker: dict[str, list[dict[str, Any]]], now: float
 ) -> list[Pause]:
@@ -111,6 +152,7 @@ def post_mortem_pauses(
         # Task events reach the GCS in batches, so a fresh pause may have no task row yet.
         name = (task.get("name") or task.get("func_or_class_name")) if task else None
         start_ms = task.get("start_time_ms") if task else None
+        raised = task_raised(task)
         pauses.append(
             Pause(
                 number=0,
@@ -119,11 +161,12 @@ def post_mortem_pauses(
                 name=name or f"worker pid {worker.pid}",
                 host=worker.ip,
                 port=worker.port,
-                # The state API has no pause location; only a DAP attach would tell it.
-                file=None,
-                line=None,
+                # The state API has no pause location: only a crash's traceback tells it.
+                file=raised.file,
+                line=raised.line,
                 waited_s=now - start_ms / 1000 if start_ms else None,
                 waited_from="task_start" if start_ms else None,
+                exception=raised.exception,
             )
         )
     return pauses
@@ -152,16 +195,58 @@ def format_duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+def group_key(pause: Pause) -> tuple[str, str, str, str | None]:
+    """Pauses with one key stopped at one place, like the ranks of one verl step.
+
+    The task name counts because a breakpoint() pause in debugpy has no file:line. Of the
+    exception, only its type counts: messages often name the rank or GPU (a CUDA OOM reports
+    each GPU's free memory), which would split one crash into a line per rank.
+    """
+    return (pause.mode, pause.name, pause.location, _exception_type(pause))
+
+
+def grouped(pauses: list[Pause]) -> list[list[Pause]]:
+    """Pauses by `group_key`, each group in pause order and ordered by its first pause."""
+    groups: dict[tuple[str, str, str, str | None], list[Pause]] = {}
+    for pause in pauses:
+        groups.setdefault(group_key(pause), []).append(pause)
+    return list(groups.values())
+
+
+def number_spans(numbers: Iterable[int]) -> str:
+    """1, 2, 3, 5 -> "1-3,5"."""
+    runs: list[tuple[int, int]] = []
+    for number in sorted(numbers):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], number)
+        else:
+            runs.append((number, number))
+    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
+
+
 def format_table(pauses: list[Pause], command: str) -> str:
     """The numbered table plus notes and how to attach; `command` repeats the address flags."""
     if not pauses:
         return "No paused tasks."
-    rows = [TABLE_HEADER, *(_table_cells(pause) for pause in pauses)]
-    widths = [max(len(row[col]) for row in rows) for col in range(len(TABLE_HEADER))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
+    lines = _aligned([TABLE_HEADER, *(_table_cells(pause) for pause in pauses)])
+    return "\n".join([*lines, "", *_notes(pauses), attach_hint(pauses, command)])
+
+
+def format_groups(pauses: list[Pause], command: str) -> str:
+    """The default list: one line per group, its exception under it, then how to attach."""
+    if not pauses:
+        return "No paused tasks."
+    groups = grouped(pauses)
+    header, *rows = _aligned([GROUP_HEADER, *(_group_cells(group) for group in groups)])
+    # Under the mode column: the exception is too long for a column of its own.
+    indent = " " * header.index(GROUP_HEADER[1])
+    lines = [header]
+    for row, group in zip(rows, groups, strict=True):
+        lines.append(row)
+        if raised := _group_exception(group):
+            lines.append(indent + "raised " + raised)
+    if any(len(group) > 1 for group in groups):
+        lines += ["", f"Each pause on its own line, numbered: `{command} --all`."]
     return "\n".join([*lines, "", *_notes(pauses), attach_hint(pauses, command)])
 
 
@@ -174,28 +259,50 @@ def attach_hint(pauses: list[Pause], command: str) -> str:
             f"debugpy pause: `{command} --vscode N > .vscode/launch.json`, then start "
             "debugging in VS Code"
         )
+    if any(len(group) > 1 and group[0].mode == POST_MORTEM for group in grouped(pauses)):
+        hints.append(
+            f"every debugpy pause on pause N's line at once: `{command} --vscode-group N "
+            "> .vscode/launch.json`"
+        )
     return "To attach to pause N, " + "; ".join(hints) + "."
 
 
 def pauses_json(pauses: list[Pause]) -> str:
-    return json.dumps([asdict(pause) | {"address": pause.address} for pause in pauses], indent=2)
-
-
-def launch_config(pause: Pause) -> dict[str, Any]:
-    """A VS Code launch.json that attaches the Python debugger to a debugpy pause."""
-    return {
-        "version": "0.2.0",
-        "configurations": [
-            {
-                "name": f"Ray: {pause.name} on {pause.node_ip}",
-                "type": "debugpy",
-                "request": "attach",
-                "connect": {"host": pause.host, "port": pause.port},
-                # Ray's own frames (the worker loop, the post-mortem hook) sit above the task.
-                "justMyCode": False,
-            }
+    """One object per pause; `group` is the first pause number of its line in the list."""
+    group_of = {pause.number: group[0].number for group in grouped(pauses) for pause in group}
+    return json.dumps(
+        [
+            asdict(pause) | {"address": pause.address, "group": group_of[pause.number]}
+            for pause in pauses
         ],
-    }
+        indent=2,
+    )
+
+
+def launch_config(pauses: list[Pause]) -> dict[str, Any]:
+    """A VS Code launch.json that attaches the Python debugger to debugpy pauses; for more
+    than one, a compound attaches to all of them at once."""
+    configurations = [
+        {
+            # The address keeps names unique, which the compound needs to refer to them.
+            "name": f"Ray: {pause.name} on {pause.address}",
+            "type": "debugpy",
+            "request": "attach",
+            "connect": {"host": pause.host, "port": pause.port},
+            # Ray's own frames (the worker loop, the post-mortem hook) sit above the task.
+            "justMyCode": False,
+        }
+        for pause in pauses
+    ]
+    config: dict[str, Any] = {"version": "0.2.0", "configurations": configurations}
+    if len(pauses) > 1:
+        config["compounds"] = [
+            {
+                "name": f"Ray: all {len(pauses)} pauses of {pauses[0].name}",
+                "configurations": [configuration["name"] for configuration in configurations],
+            }
+        ]
+    return config
 
 
 def resolve_endpoints(head: str | None, dashboard: str | None, gcs: str | None) -> Endpoints:
@@ -213,10 +320,15 @@ def _renumber(pause: Pause, number: int) -> Pause:
     return Pause(**(asdict(pause) | {"number": number}))
 
 
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
 def _table_cells(pause: Pause) -> tuple[str, ...]:
-    waited = format_duration(pause.waited_s)
-    if pause.waited_from == "task_start":
-        waited += "*"
     return (
         str(pause.number),
         pause.mode,
@@ -224,8 +336,54 @@ def _table_cells(pause: Pause) -> tuple[str, ...]:
         pause.name,
         pause.location,
         pause.address,
-        waited,
+        _waited([pause]),
     )
+
+
+def _group_cells(group: list[Pause]) -> tuple[str, ...]:
+    first = group[0]
+    node_ips = list(dict.fromkeys(pause.node_ip for pause in group))
+    nodes = ", ".join(node_ips[:NODES_SHOWN]) + (", ..." if len(node_ips) > NODES_SHOWN else "")
+    if len(node_ips) > 1:
+        nodes = f"{len(node_ips)} nodes: {nodes}"
+    ports = sorted(pause.port for pause in group)
+    # A lone pause shows its address, as --all does, ready for any DAP client or `nc`.
+    if len(group) == 1:
+        debugger = first.address
+    else:
+        debugger = f"ports {ports[0]}-{ports[-1]}" if ports[0] != ports[-1] else f"port {ports[0]}"
+    return (
+        number_spans(pause.number for pause in group),
+        first.mode,
+        str(len(group)),
+        nodes,
+        first.name,
+        first.location,
+        debugger,
+        _waited(group),
+    )
+
+
+def _group_exception(group: list[Pause]) -> str | None:
+    exceptions = {pause.exception for pause in group if pause.exception}
+    if not exceptions:
+        return None
+    if len(exceptions) > 1:
+        return f"{_exception_type(group[0])} (messages differ; --json has each)"
+    return textwrap.shorten(exceptions.pop(), EXCEPTION_WIDTH, placeholder=" ...")
+
+
+def _exception_type(pause: Pause) -> str | None:
+    return pause.exception.partition(":")[0] if pause.exception else None
+
+
+def _waited(pauses: list[Pause]) -> str:
+    """The longest wait; a star when it counts from the task's start."""
+    waits = [pause.waited_s for pause in pauses if pause.waited_s is not None]
+    waited = format_duration(max(waits, default=None))
+    if any(pause.waited_from == "task_start" for pause in pauses):
+        waited += "*"
+    return waited
 
 
 def _notes(pauses: list[Pause]) -> list[str]:
@@ -334,8 +492,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
     output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print the list as JSON")
+    output.add_argument(
+        "--all", action="store_true", help="list each pause on its own line, not each group"
+    )
+    output.add_argument("--json", action="store_true", help="print every pause as JSON")
     output.add_argument("--vscode", type=int, metavar="N", help="print launch.json for pause N")
+    output.add_argument(
+        "--vscode-group",
+        type=int,
+        metavar="N",
+        help="print one launch.json for pause N and every pause on its line, with a compound "
+        "that attaches to all of them",
+    )
     output.add_argument("--attach", type=int, metavar="N", help="open pdb pause N here")
     return parser
 
@@ -348,13 +516,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pauses = find_pauses(endpoints, args.mode, args.timeout)
         if args.vscode is not None:
-            return _print_vscode(pauses, args.vscode, _command(args))
+            return _print_vscode(pauses, args.vscode, _command(args), whole_group=False)
+        if args.vscode_group is not None:
+            return _print_vscode(pauses, args.vscode_group, _command(args), whole_group=True)
         if args.attach is not None:
             return _attach(pauses, args.attach, args.timeout, _command(args))
     except (RayDebugConnectionError, RuntimeError) as exc:
         print(f"ray-breakpoints: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    print(pauses_json(pauses) if args.json else format_table(pauses, _command(args)))
+    if args.json:
+        print(pauses_json(pauses))
+    else:
+        print((format_table if args.all else format_groups)(pauses, _command(args)))
     return EXIT_OK
 
 
@@ -378,21 +551,25 @@ def _command(args: argparse.Namespace) -> str:
 def _pick(pauses: list[Pause], number: int) -> Pause | None:
     if 1 <= number <= len(pauses):
         return pauses[number - 1]
-    print(f"ray-breakpoints: no pause #{number} ({len(pauses)} paused now)", file=sys.stderr)
+    valid = f": {number_spans(range(1, len(pauses) + 1))}" if pauses else ""
+    print(f"ray-breakpoints: no pause #{number} ({len(pauses)} paused now{valid})", file=sys.stderr)
     return None
 
 
-def _print_vscode(pauses: list[Pause], number: int, command: str) -> int:
+def _print_vscode(pauses: list[Pause], number: int, command: str, whole_group: bool) -> int:
     if not (pause := _pick(pauses, number)):
         return EXIT_ERROR
     if pause.mode == LEGACY:
+        debugpy = [p.number for p in pauses if p.mode != LEGACY]
+        valid = f" (debugpy pauses: {number_spans(debugpy)})" if debugpy else ""
         print(
             f"ray-breakpoints: #{number} is a legacy pdb pause, which VS Code cannot attach to; "
-            f"open it with: {command} --attach {number}",
+            f"open it with: {command} --attach {number}{valid}",
             file=sys.stderr,
         )
         return EXIT_WRONG_KIND
-    print(json.dumps(launch_config(pause), indent=2))
+    chosen = next(g for g in grouped(pauses) if pause in g) if whole_group else [pause]
+    print(json.dumps(launch_config(chosen), indent=2))
     return EXIT_OK
 
 

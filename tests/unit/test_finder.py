@@ -98,9 +98,28 @@ def test_post_mortem_rows_named_after_the_running_task(captured: dict[str, Any])
         [task] = [t for t in captured["tasks"][worker.worker_id] if t["state"] == "RUNNING"]
         row = by_name[task["name"]]
         assert (row.host, row.port, row.node_ip) == (worker.ip, worker.port, worker.ip)
-        assert row.location == "-"
         assert row.waited_from == "task_start"
         assert row.waited_s == pytest.approx(captured["now"] - task["start_time_ms"] / 1000)
+
+
+def test_post_mortem_rows_say_where_and_what_the_task_raised(captured: dict[str, Any]) -> None:
+    workers = paused_workers_from_rows(captured["worker_rows"])
+    rows = finder.post_mortem_pauses(workers, captured["tasks"], captured["now"])
+    driver = captured["meta"]["driver_path"]
+    # The capture's driver raises these on its lines 19 and 26, below Ray's own frames.
+    assert {(row.name, row.location, row.exception) for row in rows} == {
+        ("post_mortem_task", f"{driver}:19", "ValueError: boom"),
+        ("Trainer.step", f"{driver}:26", "FloatingPointError: loss is nan"),
+    }
+
+
+def test_breakpoint_pause_has_no_exception(captured: dict[str, Any]) -> None:
+    [[task], *_] = captured["tasks"].values()
+    # At a breakpoint() the task's execute span is still open, so only earlier spans exist.
+    events = [e for e in task["profiling_data"]["events"] if e["event_name"] != "task:execute"]
+    paused = task | {"profiling_data": {"events": events}}
+    assert finder.task_raised(paused) == finder.Raised(None, None, None)
+    assert finder.task_raised(None) == finder.Raised(None, None, None)
 
 
 def test_running_task_ignores_finished_attempts(captured: dict[str, Any]) -> None:
@@ -154,17 +173,130 @@ def test_json_holds_the_table_rows(captured_pauses: list[Pause]) -> None:
 
 def test_launch_config_attaches_to_the_debugpy_port(captured_pauses: list[Pause]) -> None:
     pause = next(p for p in captured_pauses if p.mode == "post_mortem")
-    config = json.loads(json.dumps(finder.launch_config(pause)))
+    config = json.loads(json.dumps(finder.launch_config([pause])))
     assert config["version"] == "0.2.0"
     assert config["configurations"] == [
         {
-            "name": f"Ray: {pause.name} on {pause.node_ip}",
+            "name": f"Ray: {pause.name} on {pause.address}",
             "type": "debugpy",
             "request": "attach",
             "connect": {"host": pause.host, "port": pause.port},
             "justMyCode": False,
         }
     ]
+    assert "compounds" not in config
+
+
+# ---- a crowd: every rank of a step paused at once ------------------------------------------
+
+
+def rank(number: int, node_ip: str, port: int, **fields: Any) -> Pause:
+    """A verl rank paused post-mortem in the actor's update, as the finder lists it."""
+    defaults = {
+        "mode": "post_mortem",
+        "name": "WorkerDict.update_actor",
+        "file": "/verl/dp_actor.py",
+        "line": 312,
+        "waited_s": 600.0 - number,
+        "waited_from": "task_start",
+        "exception": "FloatingPointError: loss is nan",
+    }
+    return Pause(number=number, node_ip=node_ip, host=node_ip, port=port, **(defaults | fields))
+
+
+@pytest.fixture
+def crowd() -> list[Pause]:
+    """Six ranks on two nodes crashed at one line, two at another, and one legacy pdb pause."""
+    return [
+        *(rank(n, f"10.0.0.{1 + (n - 1) // 3}", 52000 + (n - 1) % 3) for n in range(1, 7)),
+        rank(7, "10.0.0.1", 52003, line=400),
+        rank(8, "10.0.0.2", 52003, line=400),
+        rank(9, "10.0.0.3", 52010, mode="legacy", waited_from="pause", exception=None),
+    ]
+
+
+def group_rows(text: str) -> list[list[str]]:
+    return [re.split(r"\s{2,}", line) for line in text.splitlines() if re.match(r"\d", line)]
+
+
+def test_a_crowd_at_one_line_is_one_table_line(crowd: list[Pause]) -> None:
+    text = finder.format_groups(crowd, "ray-breakpoints --head h")
+    lines = text.splitlines()
+    assert re.split(r"\s{2,}", lines[0]) == list(finder.GROUP_HEADER)
+    nodes, task, at = "2 nodes: 10.0.0.1, 10.0.0.2", "WorkerDict.update_actor", "/verl/dp_actor.py"
+    assert group_rows(text) == [
+        ["1-6", "post_mortem", "6", nodes, task, f"{at}:312", "ports 52000-52002", "9m 59s*"],
+        ["7-8", "post_mortem", "2", nodes, task, f"{at}:400", "port 52003", "9m 53s*"],
+        ["9", "legacy", "1", "10.0.0.3", task, f"{at}:312", "10.0.0.3:52010", "9m 51s"],
+    ]
+    # The exception sits under its line's mode column.
+    assert lines[2] == " " * lines[0].index("mode") + "raised FloatingPointError: loss is nan"
+    assert "`ray-breakpoints --head h --all`" in text
+    assert "`ray-breakpoints --head h --vscode-group N > .vscode/launch.json`" in text
+
+
+def test_lone_pauses_list_as_they_did(captured_pauses: list[Pause]) -> None:
+    text = finder.format_groups(captured_pauses, "ray-breakpoints --head h")
+    assert [(row[0], row[6]) for row in group_rows(text)] == [
+        (str(p.number), p.address) for p in captured_pauses
+    ]
+    assert "--all" not in text and "--vscode-group" not in text
+
+
+def test_many_nodes_are_counted_and_cut_short() -> None:
+    ranks = [rank(n, f"10.0.0.{n}", 52000) for n in range(1, 4)]
+    [row] = group_rows(finder.format_groups(ranks, "ray-breakpoints --head h"))
+    assert row[3] == "3 nodes: 10.0.0.1, 10.0.0.2, ..."
+    assert row[6] == "port 52000"
+
+
+def test_one_exception_type_is_one_line_whatever_the_messages() -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. GPU {} has 1.2 GiB free"
+    ranks = [
+        rank(1, "10.0.0.1", 52000, exception=oom.format(0)),
+        rank(2, "10.0.0.1", 52001, exception=oom.format(1)),
+        rank(3, "10.0.0.1", 52002, exception="ValueError: boom"),
+    ]
+    text = finder.format_groups(ranks, "ray-breakpoints --head h")
+    assert [row[0] for row in group_rows(text)] == ["1-2", "3"]
+    assert "raised torch.OutOfMemoryError (messages differ; --json has each)" in text
+    assert "raised ValueError: boom" in text
+
+
+def test_legacy_and_debugpy_pauses_never_share_a_line() -> None:
+    # Same task, file:line and (no) exception: only the debugger differs.
+    debugpy = rank(1, "10.0.0.1", 52000, exception=None)
+    legacy = rank(2, "10.0.0.1", 52001, mode="legacy", exception=None, waited_from="pause")
+    assert finder.grouped([debugpy, legacy]) == [[debugpy], [legacy]]
+
+
+def test_json_keeps_one_object_per_pause_with_its_group(crowd: list[Pause]) -> None:
+    rows = json.loads(finder.pauses_json(crowd))
+    assert [row["number"] for row in rows] == list(range(1, 10))
+    assert [row["group"] for row in rows] == [1] * 6 + [7, 7, 9]
+    assert rows[0]["exception"] == "FloatingPointError: loss is nan"
+
+
+def test_launch_config_for_a_crowd_attaches_to_every_rank(crowd: list[Pause]) -> None:
+    ranks = crowd[:6]
+    config = json.loads(json.dumps(finder.launch_config(ranks)))
+    configurations = config["configurations"]
+    assert [c["connect"] for c in configurations] == [
+        {"host": p.host, "port": p.port} for p in ranks
+    ]
+    names = [c["name"] for c in configurations]
+    assert names[0] == "Ray: WorkerDict.update_actor on 10.0.0.1:52000"
+    assert len(set(names)) == len(ranks)
+    [compound] = config["compounds"]
+    assert compound["configurations"] == names
+    assert compound["name"] == "Ray: all 6 pauses of WorkerDict.update_actor"
+
+
+@pytest.mark.parametrize(
+    ("numbers", "text"), [([], ""), ([3], "3"), ([5, 1, 2, 3, 7, 8], "1-3,5,7-8")]
+)
+def test_number_spans(numbers: list[int], text: str) -> None:
+    assert finder.number_spans(numbers) == text
 
 
 @pytest.mark.parametrize(
@@ -192,6 +324,52 @@ def test_endpoints_from_head_and_overrides() -> None:
 def listed(monkeypatch: pytest.MonkeyPatch, captured_pauses: list[Pause]) -> list[Pause]:
     monkeypatch.setattr(finder, "find_pauses", lambda *_: captured_pauses)
     return captured_pauses
+
+
+@pytest.fixture
+def crowd_listed(monkeypatch: pytest.MonkeyPatch, crowd: list[Pause]) -> list[Pause]:
+    monkeypatch.setattr(finder, "find_pauses", lambda *_: crowd)
+    return crowd
+
+
+def test_list_shows_groups_and_all_shows_pauses(
+    crowd_listed: list[Pause], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert finder.main(["--head", "h"]) == 0
+    assert [row[0] for row in group_rows(capsys.readouterr().out)] == ["1-6", "7-8", "9"]
+    assert finder.main(["--head", "h", "--all"]) == 0
+    assert [row[0] for row in group_rows(capsys.readouterr().out)] == [str(n) for n in range(1, 10)]
+
+
+def test_vscode_group_attaches_to_every_pause_on_the_line(
+    crowd_listed: list[Pause], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert finder.main(["--head", "h", "--vscode-group", "4"]) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert [c["connect"]["port"] for c in config["configurations"]] == [
+        p.port for p in crowd_listed[:6]
+    ]
+    assert finder.main(["--head", "h", "--vscode-group", "8"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["configurations"]) == 2
+
+
+def test_vscode_group_errors_name_the_value_and_the_valid_ones(
+    crowd_listed: list[Pause], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert finder.main(["--head", "h", "--vscode-group", "10"]) == 1
+    assert "no pause #10 (9 paused now: 1-9)" in capsys.readouterr().err
+    assert finder.main(["--head", "h", "--vscode-group", "9"]) == 2
+    err = capsys.readouterr().err
+    assert "#9 is a legacy pdb pause" in err and "--attach 9" in err
+    assert "(debugpy pauses: 1-8)" in err
+    for argv, message in [
+        (["--vscode-group", "all"], "argument --vscode-group: invalid int value: 'all'"),
+        (["--vscode-group", "1", "--all"], "argument --all: not allowed with argument"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            finder.main(["--head", "h", *argv])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
 
 
 def test_vscode_and_attach_refuse_the_other_kind_of_pause(
@@ -242,9 +420,15 @@ def test_legacy_pause_listed_and_attached(
         [pause] = wait_for_pauses(lambda: legacy_breakpoints(head.gcs_address), driver)
         code, out = run_main(capsys, head)
         assert code == 0
-        row = next(line for line in out.splitlines() if line.startswith("1 "))
-        assert [row.split()[i] for i in (1, 3)] == ["legacy", "paused_task"]
-        assert f"{script}:{BREAKPOINT_LINE}" in row and f"{pause.ip}:{pause.port}" in row
+        [row] = group_rows(out)
+        assert [row[i] for i in (0, 1, 2, 4, 5)] == [
+            "1",
+            "legacy",
+            "1",
+            "paused_task",
+            f"{script}:{BREAKPOINT_LINE}",
+        ]
+        assert row[6] == f"{pause.ip}:{pause.port}"
         assert finder.main(["--gcs", head.gcs_address, "--vscode", "1"]) == 2
         monkeypatch.setattr(sys, "stdin", io.StringIO("p answer\nc\n"))
         code, out = run_main(capsys, head, "--attach", "1")
@@ -257,26 +441,26 @@ def test_post_mortem_pause_listed_with_vscode_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with ray_head({"RAY_DEBUG_POST_MORTEM": "1"}, tmp_path / "ray-start.log") as head:
-        driver, _ = start_driver(FAILING_DRIVER, tmp_path, head)
+        driver, script = start_driver(FAILING_DRIVER, tmp_path, head)
+        raise_line = FAILING_DRIVER.splitlines().index('    raise ValueError("boom")') + 1
         [worker] = wait_for_pauses(lambda: paused_workers(head.dashboard_url), driver)
         endpoints = Endpoints(head.gcs_address, head.dashboard_url)
-        # The task row trails the pause by a task-event flush (about a second).
+        # The task row and its traceback trail the pause by a task-event flush (about a second).
         wait_for_pauses(
-            lambda: [
-                p for p in finder.find_pauses(endpoints, "auto", 10) if p.name == "failing_task"
-            ],
-            driver,
+            lambda: [p for p in finder.find_pauses(endpoints, "auto", 10) if p.exception], driver
         )
         code, out = run_main(capsys, head)
         assert code == 0
-        row = next(line for line in out.splitlines() if line.startswith("1 "))
-        assert row.split()[1:6] == [
+        [row] = group_rows(out)
+        assert row[1:7] == [
             "post_mortem",
+            "1",
             worker.ip,
             "failing_task",
-            "-",
+            f"{script}:{raise_line}",
             f"{worker.ip}:{worker.port}",
         ]
+        assert out.splitlines()[2].strip() == "raised ValueError: boom"
         code, out = run_main(capsys, head, "--vscode", "1")
         assert code == 0
         [config] = json.loads(out)["configurations"]
