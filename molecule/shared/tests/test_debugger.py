@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -110,3 +111,116 @@ ROUND_TRIPS = {"legacy": legacy_round_trip, "post_mortem": post_mortem_round_tri
 
 def test_debugger_round_trip_from_the_controller(cluster: Cluster, submit, jobs, outsider) -> None:
     ROUND_TRIPS[cluster.mode](cluster, submit, jobs, outsider)
+
+
+# Every rank of a verl step pauses at once: more ranks than half the molecule range (20 ports),
+# on one node, so ranks that could share a port would; repeated, so a race gets its chances.
+CROWD_RANKS = 12
+CROWD_REPEATS = 3
+
+
+def crowd_pauses(cluster: Cluster, worker_ip: str, ray_job_id: str) -> list[tuple[str, int]]:
+    if cluster.mode == "legacy":
+        found = legacy_breakpoints(cluster.gcs)
+        return [(pause.ip, pause.port) for pause in found if pause.job_id == ray_job_id]
+    return [(pause.ip, pause.port) for pause in paused_workers(cluster.dashboard)]
+
+
+def release_rank(mode: str, ip: str, port: int) -> int:
+    """Attach to one paused rank from the controller, read which rank it is, let it go on."""
+    if mode == "legacy":
+        with PdbSession.connect(ip, port) as session:
+            rank = int(session.command("p rank").strip())
+            session.continue_()
+        return rank
+    with DapSession.connect(ip, port) as session:
+        thread_id = session.attach_for_post_mortem()["body"]["threadId"]
+        crashed = str(session.exception_info(thread_id))
+        session.continue_(thread_id)
+    found = re.search(r"crowd rank (\d+) crashed", crashed)
+    assert found, crashed
+    return int(found.group(1))
+
+
+def ray_job_id_of(jobs, submission_id: str) -> str:
+    """The Ray job id a submission's driver runs as; the legacy registry names pauses by it."""
+
+    def known() -> list[str]:
+        job_id = jobs.get_job_info(submission_id).job_id
+        return [job_id] if job_id else []
+
+    return wait_for(known, "driver of job " + submission_id)[0]
+
+
+def debugger_range_idle(worker, ports: range) -> bool:
+    """No claim and no listener left in the range on the node: the last crowd's workers are gone."""
+    claims = worker.check_output("ss -Hxl | grep -c '@ray-debugger-port-' || true")
+    listening = worker.check_output("ss -Htln").split("\n")
+    ports_listening = [
+        int(line.split()[3].rpartition(":")[2]) for line in listening if line.strip()
+    ]
+    return claims.strip() == "0" and not any(port in ports for port in ports_listening)
+
+
+def finder_shows_one_crowd(cluster: Cluster, addresses: set[str]) -> None:
+    """The operator's finder reads the crowd as one group; in post_mortem one launch.json
+    attaches VS Code to every rank at once."""
+    finder = ["ray-breakpoints", "--head", cluster.head_ip, "--mode", cluster.mode]
+    listed = json.loads(subprocess.check_output([*finder, "--json"], text=True))
+    crowd = [pause for pause in listed if pause["address"] in addresses]
+    assert len(crowd) == len(addresses)
+    assert len({pause["group"] for pause in crowd}) == 1, crowd
+    if cluster.mode == "post_mortem":
+        launch = json.loads(
+            subprocess.check_output([*finder, "--vscode-group", str(crowd[0]["group"])], text=True)
+        )
+        names = {config["name"] for config in launch["configurations"]}
+        assert len(names) == len(addresses)
+        assert set(launch["compounds"][0]["configurations"]) == names
+
+
+def test_every_rank_of_a_crowd_pauses_on_its_own_port(
+    cluster: Cluster, submit, jobs, host_of
+) -> None:
+    worker_ip, worker = cluster.worker_ips[WORKER], host_of(WORKER)
+    timings = []
+    for repeat in range(CROWD_REPEATS):
+        wait_for(
+            lambda: [True] if debugger_range_idle(worker, cluster.debugger_range) else [],
+            "idle debugger range",
+            timeout=60,
+        )
+        submitted = time.monotonic()
+        job_id = submit("crowd.py", cluster.mode, worker_ip, str(CROWD_RANKS))
+        ray_job_id = ray_job_id_of(jobs, job_id)
+        first_seen = None
+        deadline = time.monotonic() + 180
+        while len(pauses := crowd_pauses(cluster, worker_ip, ray_job_id)) < CROWD_RANKS:
+            first_seen = first_seen or (time.monotonic() if pauses else None)
+            assert time.monotonic() < deadline, f"{len(pauses)} ranks paused: {pauses}"
+            assert not jobs.get_job_status(job_id).is_terminal(), jobs.get_job_logs(job_id)
+            time.sleep(0.5)
+        all_seen = time.monotonic()
+
+        assert {ip for ip, _ in pauses} == {worker_ip}
+        assert len({port for _, port in pauses}) == CROWD_RANKS, pauses
+        assert all(port in cluster.debugger_range for _, port in pauses), pauses
+        if repeat == 0:
+            finder_shows_one_crowd(cluster, {f"{ip}:{port}" for ip, port in pauses})
+        ranks = sorted(release_rank(cluster.mode, ip, port) for ip, port in pauses)
+        assert ranks == list(range(CROWD_RANKS))
+
+        assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED, jobs.get_job_logs(job_id)
+        legacy = cluster.mode == "legacy"
+        outcomes = [f"returned {rank}" if legacy else "raised" for rank in ranks]
+        assert f"OUTCOMES {outcomes}" in jobs.get_job_logs(job_id)
+        timings.append(
+            {
+                "submitted_to_all_paused_s": round(all_seen - submitted, 1),
+                "first_to_all_paused_s": round(all_seen - (first_seen or all_seen), 1),
+            }
+        )
+    # Measured, never asserted: the closing note and docs quote it.
+    (cluster.artifacts / f"crowd-{cluster.mode}.json").write_text(
+        json.dumps({"ranks": CROWD_RANKS, "repeats": timings}, indent=2) + "\n"
+    )
