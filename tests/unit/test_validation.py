@@ -209,14 +209,21 @@ def local_nodes(**worker_vars: object) -> dict:
     return data
 
 
-def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
-    """The worker's Python reports 3.12: the read-only facts play refuses."""
+def python_reporting_3_12(tmp_path: Path) -> Path:
+    """A node 'Python' whose probe answers 3.12 with 16 CPUs: the facts play stops on it."""
     fake_python = tmp_path / "python3.12"
     fake_python.write_text(
-        '#!/bin/sh\necho \'{"version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 2}\'\n'
+        "#!/bin/sh\necho '"
+        '{"version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 16}'
+        "'\n"
     )
     fake_python.chmod(0o755)
+    return fake_python
 
+
+def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
+    """The worker's Python reports 3.12: the read-only facts play refuses."""
+    fake_python = python_reporting_3_12(tmp_path)
     run = cluster_up(tmp_path, local_nodes(ray_python_interpreter=str(fake_python)), "--check")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
@@ -278,3 +285,14 @@ def test_mixed_gpu_workers_are_refused_when_uniform_gpus_are_required(tmp_path: 
     assert "PLAY [Install nodes]" not in output
     assert "GPU models differ: n2: NVIDIA H100; n3: NVIDIA A100" in output, output[-3000:]
     assert "driver versions differ: n2: 550.54.15; n3: 535.104.05" in output
+
+
+def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -> None:
+    fake_python = python_reporting_3_12(tmp_path)
+    nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=2)
+    run = cluster_up(tmp_path, nodes, "-e", "ray_debugger_port_range=52000-52019", "--check")
+    output = " ".join((run.stdout + run.stderr).split())
+    assert (
+        "WARNING: ray_debugger_port_range 52000-52019 holds 20 ports, but n2 may pause 22 worker "
+        "processes at once (16 CPUs + 2 GPUs x 3)"
+    ) in output, output[-3000:]
