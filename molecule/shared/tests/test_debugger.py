@@ -20,6 +20,7 @@ from ray_debug_tools.pauses import (
     paused_workers,
 )
 from ray_debug_tools.pdb_client import PdbSession
+from ray_debug_tools.probe import ray_job_id as ray_job_id_for
 
 WORKER = "rc-worker1"
 T = TypeVar("T")
@@ -142,16 +143,6 @@ def release_rank(mode: str, ip: str, port: int) -> int:
     return int(found.group(1))
 
 
-def ray_job_id_of(jobs, submission_id: str) -> str:
-    """The Ray job id a submission's driver runs as; the legacy registry names pauses by it."""
-
-    def known() -> list[str]:
-        job_id = jobs.get_job_info(submission_id).job_id
-        return [job_id] if job_id else []
-
-    return wait_for(known, "driver of job " + submission_id)[0]
-
-
 def wait_until_idle(worker, ports: range) -> None:
     """Until no claim and no listener is left in the range: the last crowd's workers are gone."""
 
@@ -190,7 +181,7 @@ def test_every_rank_of_a_crowd_pauses_on_its_own_port(
         wait_until_idle(worker, cluster.debugger_range)
         submitted = time.monotonic()
         job_id = submit("crowd.py", cluster.mode, worker_ip, str(CROWD_RANKS))
-        ray_job_id = ray_job_id_of(jobs, job_id)
+        ray_job_id = ray_job_id_for(jobs, job_id, timeout=120)
         first_seen = None
         deadline = time.monotonic() + 180
         while len(pauses := crowd_pauses(cluster, worker_ip, ray_job_id)) < CROWD_RANKS:
