@@ -1,13 +1,15 @@
 """Collective check: prove the data path verl's training uses, before the first job.
 
 Submits collective_job.py, which runs a torch.distributed all-reduce between every pair of
-nodes and across all of them, with each node's own NCCL/GLOO interface settings (NCCL on GPU
-nodes, Gloo otherwise). Prints a row per group; exits 1 with the likely cause of each
-failure instead of hanging.
+nodes and across all of them (two GPUs of a lone GPU node), with each node's own NCCL/GLOO
+interface settings: NCCL between GPU ranks, Gloo otherwise. A GPU node whose torch sees no
+CUDA fails, unless named with --stand-in. Prints a row per group; exits 1 with the likely
+cause of each failure instead of hanging.
 """
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from ray_debug_tools._jobs import cluster_parser, connect, run_report_job
@@ -40,12 +42,16 @@ def likely_cause(result: dict[str, Any], names: dict[str, str], timeout: float) 
 
 
 def row(result: dict[str, Any], names: dict[str, str]) -> tuple[str, ...]:
+    # A lone GPU node's two ranks read "w1 <-> w1": the group ran between its GPUs.
     nodes = " <-> ".join(names.get(ip, ip) for ip in result["nodes"])
+    backend = result.get("backend", "-")
+    if result.get("note"):
+        backend = f"{backend} ({result['note']})"
     if "error" in result:
-        return (nodes, result.get("backend", "-"), "FAILED", "-", "-")
+        return (nodes, backend, "FAILED", "-", "-")
     return (
         nodes,
-        result["backend"],
+        backend,
         "ok",
         f"{result['seconds'] * 1000:.1f} ms",
         f"{result['busbw_gbps']:.2f} GB/s",
@@ -63,7 +69,13 @@ def parse_env(values: list[str], names: dict[str, str]) -> dict[str, dict[str, s
     return overrides
 
 
-def main(argv: list[str] | None = None) -> int:
+def stand_in_ips(values: list[str], names: dict[str, str]) -> list[str]:
+    """--stand-in nodes (by name or address) as addresses."""
+    by_name = {name: ip for ip, name in names.items()}
+    return [by_name.get(node, node) for node in values]
+
+
+def argument_parser() -> argparse.ArgumentParser:
     parser = cluster_parser(__doc__)
     parser.add_argument("--timeout", type=float, default=60, help="seconds for a group to form")
     parser.add_argument("--size-mb", type=int, default=16, help="all-reduce size per rank")
@@ -71,13 +83,28 @@ def main(argv: list[str] | None = None) -> int:
         "--env", action="append", default=[], metavar="NODE:NAME=VALUE",
         help="try another setting on one node, e.g. w1:GLOO_SOCKET_IFNAME=eth1",
     )  # fmt: skip
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--backend", choices=("auto", "gloo"), default="auto",
+        help="auto: NCCL where every rank sees CUDA, else Gloo; gloo: Gloo, GPUs unused",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stand-in", action="append", default=[], metavar="NODE",
+        help="a node whose GPUs are stand-ins (tests only): Gloo there is not a failure",
+    )  # fmt: skip
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
     client, runtime_env = connect(args)
 
     names = {ip: name for name, ip in parse_nodes(args.nodes).items()}
     config = {
         "nodes": list(names),
+        "names": names,
         "env": parse_env(args.env, names),
+        "backend": args.backend,
+        "stand_ins": stand_in_ips(args.stand_in, names),
         "timeout": args.timeout,
         "size_mb": args.size_mb,
     }

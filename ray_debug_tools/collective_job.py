@@ -1,11 +1,15 @@
 """The collective check's Ray job: torch.distributed all-reduce between nodes, as verl does.
 
 Runs on the head as a Ray job (working_dir: this directory) with one argument, a JSON
-config: {"nodes": [ip, ...], "env": {ip: {NAME: VALUE}}, "timeout": s, "size_mb": n}.
+config: {"nodes": [ip, ...], "names": {ip: name}, "env": {ip: {NAME: VALUE}},
+"backend": "auto" | "gloo", "stand_ins": [ip, ...], "timeout": s, "size_mb": n}.
 One actor per node inherits that node's Ray environment (NCCL_SOCKET_IFNAME,
-GLOO_SOCKET_IFNAME, NCCL_IB_*), plus any override for it. Every pair of nodes (neighbours
-in a ring past MAX_PAIRWISE nodes), then all of them together, form a process group: NCCL
-when every member has a GPU, Gloo otherwise. Prints one `COLLECTIVE {json}` line.
+GLOO_SOCKET_IFNAME, NCCL_IB_*), plus any override for it, and on a node with Ray GPUs asks
+for one, as verl's workers do. Every pair of nodes (neighbours in a ring past MAX_PAIRWISE
+nodes), then all of them together, form a process group; a single node with two or more GPUs
+forms one of two ranks. NCCL when every member sees CUDA; Gloo otherwise, which fails the
+group where a GPU node's torch sees no CUDA, unless that node's GPUs are stand-ins. Prints
+one `COLLECTIVE {json}` line.
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from datetime import timedelta
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import (
+    NodeAffinitySchedulingStrategy,
+    PlacementGroupSchedulingStrategy,
+)
 
 ENV_NAMES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE")
 ITERATIONS = 5
@@ -44,10 +52,18 @@ class Rank:
         with socket.socket() as free:
             free.bind((ip, 0))
             port = free.getsockname()[1]
+        node_id = ray.get_runtime_context().get_node_id()
+        ray_gpus = next(
+            node["Resources"].get("GPU", 0) for node in ray.nodes() if node["NodeID"] == node_id
+        )
         return {
             "ip": ip,
             "port": port,
-            "gpu": torch.cuda.is_available(),
+            "cuda": torch.cuda.is_available(),
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "ray_gpus": ray_gpus,
             "env": {name: os.environ.get(name) for name in ENV_NAMES},
         }
 
@@ -116,8 +132,15 @@ def first_failure_or_slowest(pending: list[Any], timeout: float) -> dict[str, An
     return max(timings, key=lambda timing: timing["seconds"])
 
 
-def groups_to_check(ips: list[str]) -> list[list[str]]:
+def groups_to_check(ips: list[str], gpus: dict[str, float], backend: str) -> list[list[str]]:
+    """The process groups to run, each a list of its ranks' node addresses.
+
+    A lone node with two or more GPUs gets two ranks, one GPU each, so that NCCL runs between
+    GPUs as it does between nodes; with Gloo forced its GPUs are not used, and one rank does.
+    """
     if len(ips) < 2:
+        if backend == "auto" and ips and gpus.get(ips[0], 0) >= 2:
+            return [ips * 2]
         return [ips]
     if len(ips) <= MAX_PAIRWISE:
         pairs = [list(pair) for pair in itertools.combinations(ips, 2)]
@@ -126,20 +149,116 @@ def groups_to_check(ips: list[str]) -> list[list[str]]:
     return pairs + ([ips] if len(ips) > 2 else [])
 
 
-def check_group(group: list[str], node_ids: dict[str, str], config: dict[str, Any]) -> dict:
+def asks_gpu(ip: str, gpus: dict[str, float], backend: str) -> bool:
+    """Whether a rank on `ip` claims a GPU from Ray, as verl's workers do (a whole one)."""
+    return backend == "auto" and gpus.get(ip, 0) >= 1
+
+
+def choose_backend(
+    members: list[dict[str, Any]], backend: str, stand_ins: list[str], names: dict[str, str]
+) -> dict[str, str]:
+    """The group's backend and a note on why, or the error that fails it without running.
+
+    `members` are the ranks' describe() answers. A GPU node whose torch sees no CUDA is what
+    turns verl's NCCL into Gloo unnoticed: it fails the group unless its GPUs are stand-ins.
+    """
+    if backend == "gloo":
+        return {"backend": "gloo", "note": "asked for Gloo"}
+    if all(member["cuda"] for member in members):
+        return {"backend": "nccl", "note": ""}
+    # One entry per node, its first rank's: a lone node's two ranks would say it all twice.
+    first: dict[str, dict[str, Any]] = {}
+    for member in members:
+        first.setdefault(member["ip"], member)
+    nodes = list(first.values())
+    blind = [node for node in nodes if node["ray_gpus"] > 0 and not node["cuda"]]
+    unmarked = [node for node in blind if node["ip"] not in stand_ins]
+    if unmarked:
+        return {"backend": "gloo", "error": "; ".join(falls_back(node, names) for node in unmarked)}
+    notes = []
+    if blind:
+        stand_in = ", ".join(names.get(node["ip"], node["ip"]) for node in blind)
+        notes.append(f"stand-in GPUs on {stand_in}: no CUDA, NCCL not checked")
+    gpu_less = [names.get(node["ip"], node["ip"]) for node in nodes if node["ray_gpus"] == 0]
+    if gpu_less and len(gpu_less) < len(nodes):
+        notes.append(f"no GPU on {', '.join(gpu_less)}")
+    return {"backend": "gloo", "note": "; ".join(notes)}
+
+
+def falls_back(node: dict[str, Any], names: dict[str, str]) -> str:
+    visible = node["cuda_visible_devices"]
+    return (
+        f"{names.get(node['ip'], node['ip'])} offers {node['ray_gpus']:g} GPUs to Ray but torch "
+        f"{node['torch']} there sees no CUDA (built for CUDA {node['torch_cuda'] or 'none'}, "
+        f"CUDA_VISIBLE_DEVICES={'unset' if visible is None else visible}): "
+        "verl's ranks would fall back to Gloo"
+    )
+
+
+def no_free_gpu(name: str, timeout: float) -> str:
+    return f"no free GPU on {name} within {timeout:g} s: another job holds its GPUs"
+
+
+def not_ready(refs: dict[Any, str], timeout: float) -> list[str]:
+    """The values of those `refs` (object refs as keys) not ready within `timeout`."""
+    if not refs:
+        return []
+    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+    return [value for ref, value in refs.items() if ref not in ready]
+
+
+def start_rank(reservation: PlacementGroup | None, node_id: str, env: dict[str, str]) -> Any:
+    """A rank on its node: in its GPU reservation if it has one, else pinned by node id."""
+    if reservation is None:
+        strategy: Any = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    else:
+        strategy = PlacementGroupSchedulingStrategy(reservation)
+    return Rank.options(
+        num_gpus=0 if reservation is None else 1,
+        scheduling_strategy=strategy,
+        runtime_env={"env_vars": env},
+    ).remote()
+
+
+def check_group(
+    group: list[str], node_ids: dict[str, str], gpus: dict[str, float], config: dict[str, Any]
+) -> dict:
     timeout = float(config["timeout"])
+    backend, names = config["backend"], config["names"]
     result: dict[str, Any] = {"nodes": group}
-    ranks = [
-        Rank.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_ids[ip], soft=False),
-            runtime_env={"env_vars": config["env"].get(ip, {})},
-        ).remote()
-        for ip in group
-    ]
+    # GPUs are reserved per node before any rank starts, so that GPUs held by another job are
+    # told apart from a rank that is only slow to start (a new worker importing torch).
+    reservations = {
+        ip: placement_group([{"GPU": 1, f"node:{ip}": 0.001}] * group.count(ip))
+        for ip in dict.fromkeys(group)
+        if asks_gpu(ip, gpus, backend)
+    }
+    ranks: list[Any] = []
+    deadline = time.monotonic() + timeout
     try:
-        described = ray.get([rank.describe.remote() for rank in ranks], timeout=timeout)
+        held = not_ready({pg.ready(): ip for ip, pg in reservations.items()}, timeout)
+        if held:
+            result["error"] = "; ".join(no_free_gpu(names.get(ip, ip), timeout) for ip in held)
+            return result
+        ranks = [
+            start_rank(reservations.get(ip), node_ids[ip], config["env"].get(ip, {}))
+            for ip in group
+        ]
+        answers = [rank.describe.remote() for rank in ranks]
+        late = not_ready(
+            {answer: names.get(ip, ip) for ip, answer in zip(group, answers, strict=True)},
+            max(0.0, deadline - time.monotonic()),
+        )
+        if late:
+            result["error"] = (
+                f"the rank on {', '.join(dict.fromkeys(late))} did not start within {timeout:g} s"
+            )
+            return result
+        described = ray.get(answers)
         result["env"] = {info["ip"]: info["env"] for info in described}
-        result["backend"] = "nccl" if all(info["gpu"] for info in described) else "gloo"
+        result.update(choose_backend(described, backend, config["stand_ins"], names))
+        if "error" in result:
+            return result
         master = f"{described[0]['ip']}:{described[0]['port']}"
         pending = [
             rank.all_reduce.remote(
@@ -154,17 +273,24 @@ def check_group(group: list[str], node_ids: dict[str, str], config: dict[str, An
     finally:
         for rank in ranks:
             ray.kill(rank)
+        for reservation in reservations.values():
+            remove_placement_group(reservation)
     return result
 
 
 def main() -> None:
     config = json.loads(sys.argv[1])
     ray.init()
-    node_ids = {node["NodeManagerAddress"]: node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    alive = [node for node in ray.nodes() if node["Alive"]]
+    node_ids = {node["NodeManagerAddress"]: node["NodeID"] for node in alive}
+    gpus = {node["NodeManagerAddress"]: node["Resources"].get("GPU", 0) for node in alive}
     missing = [ip for ip in config["nodes"] if ip not in node_ids]
     results = [{"nodes": [ip], "error": "no alive Ray node with this address"} for ip in missing]
     present = [ip for ip in config["nodes"] if ip in node_ids]
-    results += [check_group(group, node_ids, config) for group in groups_to_check(present)]
+    results += [
+        check_group(group, node_ids, gpus, config)
+        for group in groups_to_check(present, gpus, config["backend"])
+    ]
     print("COLLECTIVE " + json.dumps({"results": results}), flush=True)
 
 

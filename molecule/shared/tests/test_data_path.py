@@ -1,5 +1,6 @@
 """The data path verl uses, proven before a job: GPU facts, NCCL settings, a Gloo all-reduce
-across the workers (CPU nodes), a wrong NIC caught fast, and a verl DataProto round trip."""
+across the workers (a CPU node and one with stand-in GPUs, said so), a GPU node without CUDA
+and a wrong NIC caught fast, and a verl DataProto round trip."""
 
 from __future__ import annotations
 
@@ -46,8 +47,30 @@ def test_gloo_all_reduce_and_verl_round_trip_across_workers(cluster: Cluster) ->
     run = collective_check(cluster)
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 0, output[-4000:]
-    assert "rc-worker1 <-> rc-worker2 gloo ok" in output, output[-4000:]
+    # rc-worker2's GPUs are stand-ins (ray_stand_in_gpus): Gloo there is said, not hidden.
+    assert (
+        "rc-worker1 <-> rc-worker2 gloo (stand-in GPUs on rc-worker2: no CUDA, NCCL not "
+        "checked; no GPU on rc-worker1) ok"
+    ) in output, output[-4000:]
+    # The checks' reports up to the play's next task: no row may claim NCCL ran.
+    table = output[output.index("nodes backend result time bus bandwidth") :].split("TASK [")[0]
+    assert "nccl" not in table, table
     assert f"rc-worker2 {cluster.worker_ips['rc-worker2']} {cluster.verl_version} ok" in output
+
+
+def test_unmarked_gpu_node_without_cuda_fails(cluster: Cluster) -> None:
+    """rc-worker2 offers Ray 2 GPUs but its torch is a CPU build: not marked as a stand-in,
+    that is verl's NCCL silently becoming Gloo, and the check must fail, saying so."""
+    needs_verl(cluster)
+    settings = {"ray_checks_collective_stand_ins": [], "ray_checks_verl": False}
+    run = collective_check(cluster, "-e", json.dumps(settings))
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0, output[-4000:]
+    expected = f"FAILED rc-worker1 <-> rc-worker2: {GPU_WORKER} offers 2 GPUs to Ray but torch"
+    assert expected in output, output[-4000:]
+    assert "sees no CUDA (built for CUDA none" in output
+    # Ansible's YAML doubles the apostrophe of "verl's"; the rest reads the same.
+    assert "ranks would fall back to Gloo" in output
 
 
 def test_wrong_interface_fails_fast_with_the_cause(cluster: Cluster) -> None:
