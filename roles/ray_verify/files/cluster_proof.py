@@ -1,23 +1,96 @@
-"""Open a debugger on every alive node the way Ray does in MODE; print where each listened.
+"""Prove on every alive node that a debugger opens as Ray opens it in MODE, and that CUDA can
+use every GPU Ray offers there.
 
-Run by cluster-up on the head with the cluster's Python: `debugger_proof.py MODE`. Prints one
-JSON object, {node ip: {"ray", "port", "paused", "reserved", "error"}}, which the play judges.
-Each task runs in a worker of its own that exits after it (max_calls=1): the debugger's port
-goes with it, and nothing is left behind.
+Run by cluster-up on the head with the cluster's Python: `cluster_proof.py MODE`. One driver
+runs, concurrently, a debugger task on every alive node and, on every node whose Ray resources
+have GPUs, a GPU task that holds all of them. Prints one JSON object, which the play judges:
+
+    {"debuggers": {node ip: {"ray", "port", "paused", "reserved", "error"}},
+     "gpus": {node ip: GpuReport}}
+
+A GPU report says what the CUDA driver (libcuda.so.1, no torch needed), nvidia-smi and, where
+it is installed, torch see inside the task; a task that failed or never finished is
+{"error": why} in either map. Each task runs in a worker of its own that exits after it
+(max_calls=1): the debugger's port and the GPU contexts go with it, nothing is left behind.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import json
+import os
+import subprocess
 import sys
 import threading
 import traceback
+from typing import TypedDict
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 TIMEOUT_S = 120
+# The GPU task waits for every GPU of its node: a job holding one keeps it from starting.
+GPU_TIMEOUT_HINT = "; a job holding some of the node's GPUs keeps the GPU task from starting"
+
+CUDA_LIBRARY = "libcuda.so.1"
+# CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR in cuda.h.
+COMPUTE_MAJOR, COMPUTE_MINOR = 75, 76
+PROBE_BYTES = 1 << 20
+NVIDIA_SMI_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=index,name,pci.bus_id,memory.total,driver_version",
+    "--format=csv,noheader,nounits",
+]
+
+
+class CudaDevice(TypedDict, total=False):
+    """One device as the CUDA driver sees it; `error` is the first call that failed."""
+
+    ordinal: int
+    name: str
+    bus_id: str
+    memory_mib: int
+    compute: str
+    error: str
+
+
+class CudaReport(TypedDict, total=False):
+    """The driver's view; `error` alone when libcuda cannot be loaded or cuInit fails."""
+
+    driver_version: str
+    devices: list[CudaDevice]
+    error: str
+
+
+class SmiGpu(TypedDict):
+    """One row of NVIDIA_SMI_QUERY."""
+
+    index: int
+    name: str
+    bus_id: str
+    memory_mib: int | None
+    driver: str
+
+
+class TorchReport(TypedDict, total=False):
+    """torch's view of CUDA, which is verl's; `error` alone when torch fails to import."""
+
+    version: str
+    cuda: str | None
+    available: bool
+    device_count: int
+    error: str
+
+
+class GpuReport(TypedDict):
+    """What the GPU task saw: nvidia_smi is its rows or why they are missing."""
+
+    cuda_visible_devices: str | None
+    cuda: CudaReport
+    nvidia_smi: list[SmiGpu] | str
+    torch: TorchReport | None
 
 
 def open_debugger(mode: str) -> dict[str, object]:
@@ -52,22 +125,173 @@ def open_debugger(mode: str) -> dict[str, object]:
     return report
 
 
+class CudaError(Exception):
+    """A driver API call that failed, as 'what: CUDA_ERROR_NAME'."""
+
+
+def _call(cuda: ctypes.CDLL, function: str, *args: object, what: str = "") -> None:
+    code = getattr(cuda, function)(*args)
+    if code != 0:
+        # cuGetErrorName leaves the name NULL for a code it does not know.
+        name = ctypes.c_char_p()
+        cuda.cuGetErrorName(code, ctypes.byref(name))
+        error = name.value.decode() if name.value else f"CUDA error {code}"
+        raise CudaError(f"{what or function}: {error}")
+
+
+def probe_cuda() -> CudaReport:
+    """What the CUDA driver sees, and whether every device takes a 1 MiB allocation."""
+    try:
+        cuda = ctypes.CDLL(CUDA_LIBRARY)
+    except OSError as error:
+        return {"error": f"{CUDA_LIBRARY} cannot be loaded: {error}"}
+    version, count = ctypes.c_int(), ctypes.c_int()
+    try:
+        _call(cuda, "cuInit", 0)
+        _call(cuda, "cuDriverGetVersion", ctypes.byref(version))
+        _call(cuda, "cuDeviceGetCount", ctypes.byref(count))
+    except CudaError as error:
+        return {"error": str(error)}
+    return {
+        "driver_version": f"{version.value // 1000}.{version.value % 1000 // 10}",
+        "devices": [_probe_device(cuda, ordinal) for ordinal in range(count.value)],
+    }
+
+
+def _probe_device(cuda: ctypes.CDLL, ordinal: int) -> CudaDevice:
+    device: CudaDevice = {"ordinal": ordinal}
+    handle, memory = ctypes.c_int(), ctypes.c_size_t()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    name, bus_id = ctypes.create_string_buffer(256), ctypes.create_string_buffer(32)
+    try:
+        _call(cuda, "cuDeviceGet", ctypes.byref(handle), ordinal)
+        _call(cuda, "cuDeviceGetName", name, len(name), handle)
+        device["name"] = name.value.decode(errors="replace")
+        _call(cuda, "cuDeviceGetPCIBusId", bus_id, len(bus_id), handle)
+        device["bus_id"] = bus_id.value.decode()
+        _call(cuda, "cuDeviceTotalMem_v2", ctypes.byref(memory), handle)
+        device["memory_mib"] = memory.value >> 20
+        _call(cuda, "cuDeviceGetAttribute", ctypes.byref(major), COMPUTE_MAJOR, handle)
+        _call(cuda, "cuDeviceGetAttribute", ctypes.byref(minor), COMPUTE_MINOR, handle)
+        device["compute"] = f"{major.value}.{minor.value}"
+        _prove_usable(cuda, handle)
+    except CudaError as error:
+        device["error"] = str(error)
+    return device
+
+
+def _prove_usable(cuda: ctypes.CDLL, handle: ctypes.c_int) -> None:
+    """Allocate and free 1 MiB in the device's primary context, as torch would."""
+    context, pointer = ctypes.c_void_p(), ctypes.c_uint64()
+    _call(cuda, "cuDevicePrimaryCtxRetain", ctypes.byref(context), handle)
+    try:
+        _call(cuda, "cuCtxSetCurrent", context)
+        size = ctypes.c_size_t(PROBE_BYTES)
+        _call(cuda, "cuMemAlloc_v2", ctypes.byref(pointer), size, what="allocating 1 MiB failed")
+        _call(cuda, "cuMemFree_v2", pointer, what="freeing 1 MiB failed")
+    finally:
+        # What cuda.h calls cuDevicePrimaryCtxRelease since CUDA 11. Its result is not
+        # checked: it must not hide the failure above, and the worker exits after the task.
+        cuda.cuDevicePrimaryCtxRelease_v2(handle)
+
+
+def query_nvidia_smi() -> list[SmiGpu] | str:
+    """The node's GPUs as nvidia-smi lists them, or why it could not."""
+    try:
+        done = subprocess.run(
+            NVIDIA_SMI_QUERY, capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"nvidia-smi did not run: {error}"
+    if done.returncode != 0:
+        return f"nvidia-smi exited {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"
+    return parse_nvidia_smi(done.stdout)
+
+
+def parse_nvidia_smi(text: str) -> list[SmiGpu] | str:
+    """Rows of NVIDIA_SMI_QUERY's output, or the first line that is not one."""
+    gpus: list[SmiGpu] = []
+    for line in filter(str.strip, text.splitlines()):
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) < 5 or not fields[0].isdigit():
+            return f"unexpected nvidia-smi output: {line.strip()[:200]!r}"
+        *name, bus_id, memory, driver = fields[1:]
+        gpus.append(
+            {
+                "index": int(fields[0]),
+                "name": ", ".join(name),
+                "bus_id": bus_id,
+                "memory_mib": int(memory) if memory.isdigit() else None,
+                "driver": driver,
+            }
+        )
+    return gpus
+
+
+def probe_torch() -> TorchReport | None:
+    """torch's view of CUDA; None where torch is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        import torch
+
+        return {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "available": torch.cuda.is_available(),
+            "device_count": torch.cuda.device_count(),
+        }
+    except Exception as error:  # a broken install is the finding, not a crash of the task
+        return {"error": f"{type(error).__name__}: {error}"[:500]}
+
+
+def report_gpus() -> GpuReport:
+    """What CUDA, nvidia-smi and torch see of the GPUs Ray gave this task."""
+    return {
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cuda": probe_cuda(),
+        "nvidia_smi": query_nvidia_smi(),
+        "torch": probe_torch(),
+    }
+
+
+def _outcome(ref: ray.ObjectRef | dict, finished: set[ray.ObjectRef], hint: str) -> object:
+    if isinstance(ref, dict):
+        return ref
+    if ref not in finished:
+        return {"error": f"the proof task did not finish within {TIMEOUT_S} s{hint}"}
+    try:
+        return ray.get(ref)
+    except Exception as exc:
+        return {"error": f"the proof task failed: {exc!r}"[:500]}
+
+
 def main(mode: str) -> None:
     ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
-    task = ray.remote(num_cpus=0, max_calls=1)(open_debugger)
-    alive = {node["NodeManagerAddress"]: node["NodeID"] for node in ray.nodes() if node["Alive"]}
-    pending = {
-        address: task.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-        ).remote(mode)
-        for address, node_id in alive.items()
+    debugger = ray.remote(num_cpus=0, max_calls=1)(open_debugger)
+    gpu_task = ray.remote(num_cpus=0, max_calls=1)(report_gpus)
+    debuggers, gpus = {}, {}
+    # A re-run while a job trains must not fail, nor wait for GPUs the job holds: such a node
+    # is reported busy and not checked.
+    available = ray._private.state.available_resources_per_node()
+    for node in ray.nodes():
+        if not node["Alive"]:
+            continue
+        pinned = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        address = node["NodeManagerAddress"]
+        debuggers[address] = debugger.options(scheduling_strategy=pinned).remote(mode)
+        count = node["Resources"].get("GPU", 0)
+        free = available.get(node["NodeID"], {}).get("GPU", 0)
+        if 0 < free == count:
+            gpus[address] = gpu_task.options(scheduling_strategy=pinned, num_gpus=count).remote()
+        elif count > 0:
+            gpus[address] = {"busy": f"{count - free:g} of its {count:g} GPUs are held by jobs"}
+    refs = [ref for ref in [*debuggers.values(), *gpus.values()] if isinstance(ref, ray.ObjectRef)]
+    finished = set(ray.wait(refs, num_returns=len(refs), timeout=TIMEOUT_S)[0])
+    report = {
+        "debuggers": {ip: _outcome(ref, finished, "") for ip, ref in debuggers.items()},
+        "gpus": {ip: _outcome(ref, finished, GPU_TIMEOUT_HINT) for ip, ref in gpus.items()},
     }
-    report = {}
-    for address, ref in pending.items():
-        try:
-            report[address] = ray.get(ref, timeout=TIMEOUT_S)
-        except Exception as exc:
-            report[address] = {"error": f"the proof task did not finish: {exc!r}"[:500]}
     print(json.dumps(report))
 
 
