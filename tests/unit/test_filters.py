@@ -234,6 +234,35 @@ def test_debugger_port_shortfalls_count_cpus_and_colocated_gpu_workers() -> None
     assert filters.debugger_port_shortfalls(nodes, "52000-52099", 3) == []
 
 
+def test_verl_fit_needs_colocated_cpus_on_gpu_nodes_only() -> None:
+    nodes = [node("cpu-only", 2, 0), node("gpu", 16, 8), node("fits", 24, 8)]
+    assert filters.verl_fit_shortfalls(nodes, 3) == [
+        "gpu has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24"
+    ]
+    assert filters.verl_fit_shortfalls(nodes, 2) == []
+
+
+def test_nccl_env_without_rdma_disables_ib() -> None:
+    assert filters.nccl_env("WARN", [], [], "") == {"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1"}
+
+
+def test_nccl_env_on_infiniband_names_the_hcas_and_no_gid() -> None:
+    env = filters.nccl_env("WARN", ["mlx5_0", "mlx5_1"], [], "")
+    assert env == {"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "mlx5_0,mlx5_1"}
+
+
+def test_nccl_env_on_roce_sets_the_gid_index_found() -> None:
+    env = filters.nccl_env("WARN", ["mlx5_0"], ["mlx5_0"], "3")
+    assert env == {"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "mlx5_0", "NCCL_IB_GID_INDEX": "3"}
+    # RoCE without a routable GID: nothing is guessed (the facts play warns instead).
+    assert "NCCL_IB_GID_INDEX" not in filters.nccl_env("WARN", ["mlx5_0"], ["mlx5_0"], "")
+
+
+def test_nccl_env_overrides_win_over_detection() -> None:
+    env = filters.nccl_env("INFO", ["mlx5_0"], ["mlx5_0"], "3", "=mlx5_4", "5")
+    assert env == {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "=mlx5_4", "NCCL_IB_GID_INDEX": "5"}
+
+
 PROOF_NODES = {"10.0.0.10": "head", "10.0.0.11": "worker1"}
 
 

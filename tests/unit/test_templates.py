@@ -49,7 +49,13 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def rendered_with_infiniband(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render(tmp_path_factory.mktemp("infiniband"), ray_node_ib_hcas=["mlx5_0", "mlx5_1"])
+    # mlx5_1 is a ConnectX port in Ethernet mode: RoCE, whose v2 IPv4 GID has index 3.
+    return render(
+        tmp_path_factory.mktemp("infiniband"),
+        ray_node_ib_hcas=["mlx5_0", "mlx5_1"],
+        ray_node_roce_hcas=["mlx5_1"],
+        ray_node_roce_gid_index="3",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -180,15 +186,16 @@ def test_nccl_environment_without_infiniband(rendered: Path) -> None:
     # Without an HCA, NCCL must not probe for one; warnings name the cause of a failure.
     assert "NCCL_IB_DISABLE=1" in env
     assert "NCCL_DEBUG=WARN" in env
-    assert not any(line.startswith("NCCL_IB_HCA=") for line in env)
+    assert not any(line.startswith(("NCCL_IB_HCA=", "NCCL_IB_GID_INDEX=")) for line in env)
 
 
 def test_nccl_environment_names_the_hcas_found(rendered_with_infiniband: Path) -> None:
     env = read(rendered_with_infiniband, "post_mortem", "ray.env").splitlines()
     assert "NCCL_IB_HCA=mlx5_0,mlx5_1" in env
+    assert "NCCL_IB_GID_INDEX=3" in env
     assert not any(line.startswith("NCCL_IB_DISABLE=") for line in env)
     runbook = read(rendered_with_infiniband, "post_mortem", "RUNBOOK.md")
-    assert "| ens5 | mlx5_0, mlx5_1 |" in runbook
+    assert "| ens5 | mlx5_0, mlx5_1; RoCE: mlx5_1, GID index 3 |" in runbook
 
 
 def test_runbook_node_table_shows_gpu_facts(rendered: Path) -> None:
@@ -197,6 +204,15 @@ def test_runbook_node_table_shows_gpu_facts(rendered: Path) -> None:
     assert f"| localhost | worker | 10.0.0.11 | 2 | {gpus} | ens5 | none: NCCL_IB_DISABLE=1 |" in (
         runbook
     )
+
+
+def test_unit_fits_gpu_and_rdma_nodes(rendered: Path) -> None:
+    unit = read(rendered, "post_mortem", "ray.service").splitlines()
+    # NCCL registers its buffers with the RDMA device: a memlock cap breaks IB and RoCE.
+    assert "LimitMEMLOCK=infinity" in unit
+    assert "TasksMax=infinity" in unit
+    # Models and checkpoints on NFS homes stay readable.
+    assert "ProtectHome=read-only" in unit
 
 
 def test_unit_reserves_the_debugger_range_while_ray_runs(rendered: Path) -> None:

@@ -170,6 +170,32 @@ CASES = {
         [],
         ["w: ", "ray_num_gpus 'eight' must be a whole number"],
     ),
+    "home protection unknown to systemd": (
+        with_host_vars(
+            inventory(["h"], ["w"]), "ray_workers", "w", ray_service_protect_home="hidden"
+        ),
+        [],
+        [
+            "w: ",
+            "ray_service_protect_home 'hidden' is not valid;",
+            "choose one of read-only, no, tmpfs, yes",
+        ],
+    ),
+    "unquoted no for home protection": (
+        inventory(["h"], ["w"], ray_service_protect_home=False),
+        [],
+        ["ray_service_protect_home 'False' is not valid", 'quote "yes" and "no"'],
+    ),
+    "task limit not a number": (
+        inventory(["h"], ["w"], ray_service_tasks_max="lots"),
+        [],
+        ["ray_service_tasks_max 'lots' is not valid; use infinity, a number of tasks"],
+    ),
+    "GID index not a number": (
+        inventory(["h"], ["w"], ray_nccl_ib_gid_index="three"),
+        [],
+        ["ray_nccl_ib_gid_index 'three' must be a GID index"],
+    ),
 }
 
 
@@ -214,7 +240,8 @@ def python_reporting_3_12(tmp_path: Path) -> Path:
     fake_python = tmp_path / "python3.12"
     fake_python.write_text(
         "#!/bin/sh\necho '"
-        '{"version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 16}'
+        '{"version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 16,'
+        ' "rdma": {"infiniband": [], "roce": [], "roce_gid_index": null}}'
         "'\n"
     )
     fake_python.chmod(0o755)
@@ -296,3 +323,16 @@ def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -
         "WARNING: ray_debugger_port_range 52000-52019 holds 20 ports, but n2 may pause 22 worker "
         "processes at once (16 CPUs + 2 GPUs x 3)"
     ) in output, output[-3000:]
+
+
+def test_gpu_node_too_small_for_verl_is_warned_about_or_refused(tmp_path: Path) -> None:
+    fake_python = python_reporting_3_12(tmp_path)
+    nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=8)
+    shortfall = "n2 has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24 CPUs"
+    warned = cluster_up(tmp_path, nodes, "--check")
+    assert f"WARNING: {shortfall}" in " ".join((warned.stdout + warned.stderr).split())
+    run = cluster_up(tmp_path, nodes, "--check", "-e", "ray_require_verl_fit=true")
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "PLAY [Install nodes]" not in output
+    assert f"ray_require_verl_fit is set but {shortfall}" in output, output[-3000:]

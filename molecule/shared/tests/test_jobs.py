@@ -8,7 +8,10 @@ from conftest import Cluster, wait_for_job
 from ray.job_submission import JobStatus
 
 
-def test_tasks_see_runtime_env_interfaces_and_verl(cluster: Cluster, submit, jobs) -> None:
+def test_tasks_see_runtime_env_interfaces_and_verl(cluster: Cluster, submit, jobs, host_of) -> None:
+    # A model on a home directory (often NFS on GPU clusters): tasks must read it.
+    for worker in cluster.worker_ips:
+        host_of(worker).check_output("install -m 0644 /dev/null /home/operator/model.bin")
     job_id = submit("environment.py", *cluster.worker_ips.values())
     assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED, jobs.get_job_logs(job_id)
     logs = jobs.get_job_logs(job_id)
@@ -28,3 +31,5 @@ def test_tasks_see_runtime_env_interfaces_and_verl(cluster: Cluster, submit, job
         assert (env["RAY_DEBUG_POST_MORTEM"] == "1") == (cluster.mode == "post_mortem")
         assert task["verl"] == cluster.verl_version
         assert task["python"].startswith("/opt/ray-cluster/venv/")
+        # ProtectHome=read-only: readable, and a write fails on the mount, not on permissions.
+        assert task["home"] == {"read": True, "write": "EROFS"}

@@ -100,9 +100,33 @@ def test_unit_is_hardened(host) -> None:
     assert set(shown.splitlines()) == {
         "NoNewPrivileges=yes",
         "ProtectSystem=full",
-        "ProtectHome=yes",
+        "ProtectHome=read-only",
         "User=ray",
     }
+
+
+def ray_main_pid(host) -> str:
+    return host.check_output("systemctl show ray -p MainPID --value")
+
+
+def test_ray_may_pin_memory_and_start_many_tasks(host) -> None:
+    """NCCL over InfiniBand or RoCE pins its buffers; a busy GPU node runs thousands of
+    threads. Read from systemd: the containers' own memlock cap (Docker's 8 MiB, which this
+    machine cannot lift) clamps what the raylet actually gets here."""
+    shown = host.check_output("systemctl show ray -p LimitMEMLOCK -p TasksMax")
+    assert set(shown.splitlines()) == {"LimitMEMLOCK=infinity", "TasksMax=infinity"}
+
+
+def test_ray_joins_the_device_groups_the_node_has(host) -> None:
+    """prepare.yml gives rc-worker1 an rdma group, as rdma-core does; no node gets one made."""
+    present = [
+        group for group in ("video", "render", "rdma") if host.run(f"getent group {group}").rc == 0
+    ]
+    assert "video" in present
+    assert ("rdma" in present) == (host.backend.get_hostname() == "rc-worker1")
+    # The running raylet carries the groups: a device node opens with them, not the user's.
+    groups = host.check_output(f"ps -o supgrp= -p {ray_main_pid(host)}").split(",")
+    assert set(present) <= set(groups), groups
 
 
 def test_only_ray_writes_its_temp_directory(host) -> None:

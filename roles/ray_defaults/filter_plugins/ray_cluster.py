@@ -178,6 +178,24 @@ def debugger_port_shortfalls(
     return short
 
 
+def verl_fit_shortfalls(nodes: Iterable[Mapping[str, Any]], per_gpu: int) -> list[str]:
+    """GPU nodes whose CPUs cannot hold verl's colocated workers, with the numbers.
+
+    verl's trainer places `per_gpu` workers (its max_colocate_count) on every GPU, each
+    bundle reserving a CPU in a STRICT_PACK placement group: with fewer CPUs than that the
+    group never becomes ready and the trainer waits, without an error.
+    """
+    short = []
+    for node in nodes:
+        cpus, gpus = int(node.get("ray_node_cpus", 0)), int(node.get("ray_node_gpu_count", 0))
+        if gpus and cpus < gpus * per_gpu:
+            short.append(
+                f"{node['inventory_hostname']} has {gpus} GPUs but {cpus} CPUs; verl reserves "
+                f"{gpus} x {per_gpu} = {gpus * per_gpu}"
+            )
+    return short
+
+
 def debugger_proof_problems(
     report: Mapping[str, Mapping[str, Any]],
     wanted: Mapping[str, str],
@@ -219,6 +237,30 @@ def _port_list(value: str) -> set[int]:
             low, high = port_span(item)
             ports.update(range(low, high + 1))
     return ports
+
+
+def nccl_env(
+    debug: str,
+    hcas: Iterable[str],
+    roce_hcas: Iterable[str],
+    roce_gid_index: int | str | None,
+    hca_override: str = "",
+    gid_index_override: str | int = "",
+) -> dict[str, str]:
+    """NCCL's variables for a node from its RDMA devices; the overrides win over detection.
+
+    Without an HCA NCCL_IB_DISABLE=1 keeps NCCL from probing for one; with RoCE it needs a
+    GID index that routes (its default, 0, does not on RoCE v2).
+    """
+    env = {"NCCL_DEBUG": debug}
+    hca = hca_override or ",".join(hcas)
+    if not hca:
+        return {**env, "NCCL_IB_DISABLE": "1"}
+    env["NCCL_IB_HCA"] = hca
+    gid_index = str(gid_index_override) or (
+        "" if roce_gid_index in (None, "") or not list(roce_hcas) else str(roce_gid_index)
+    )
+    return {**env, "NCCL_IB_GID_INDEX": gid_index} if gid_index else env
 
 
 def network_host(cidr: str, index: int) -> str:
@@ -324,8 +366,10 @@ class FilterModule:
             "ray_gpu_summary": gpu_summary,
             "ray_gpu_mismatches": gpu_mismatches,
             "ray_network_host": network_host,
+            "ray_nccl_env": nccl_env,
             "ray_routable_addresses": routable_addresses,
             "ray_node_record": node_record,
             "ray_debugger_port_shortfalls": debugger_port_shortfalls,
+            "ray_verl_fit_shortfalls": verl_fit_shortfalls,
             "ray_debugger_proof_problems": debugger_proof_problems,
         }

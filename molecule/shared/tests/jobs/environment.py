@@ -1,7 +1,9 @@
-"""Print, as JSON, what a task on each given node sees: its environment and verl."""
+"""Print, as JSON, what a task on each given node sees: its environment, verl, and whether
+it can read and write a home directory (the test puts HOME_FILE there first)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -28,11 +30,30 @@ def verl_version() -> str | None:
     return verl.__version__
 
 
+HOME_FILE = "/home/operator/model.bin"
+
+
+def home_access() -> dict[str, object]:
+    """Whether HOME_FILE reads, and the errno name of writing beside it (None if it works)."""
+    try:
+        with open(HOME_FILE, "rb"):
+            readable = True
+    except OSError:
+        readable = False
+    try:
+        with open(os.path.join(os.path.dirname(HOME_FILE), "checkpoint.pt"), "wb"):
+            written = None
+    except OSError as error:
+        written = errno.errorcode.get(error.errno or 0, str(error))
+    return {"read": readable, "write": written}
+
+
 def inspect() -> dict[str, object]:
     return {
         "env": {name: os.environ.get(name) for name in NAMES},
         "verl": verl_version(),
         "python": sys.executable,
+        "home": home_access(),
     }
 
 

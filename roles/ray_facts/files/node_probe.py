@@ -1,0 +1,82 @@
+"""What the facts play needs from a node that Ansible's facts lack; prints one JSON object.
+
+Run with the Python the cluster's venv will be built from (ray_python_interpreter): its
+version and glibc decide which wheels the node can load. Read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+RDMA_ROOT = Path("/sys/class/infiniband")
+ROCE_V2 = "RoCE v2"
+# An IPv4-mapped GID (::ffff:a.b.c.d): RoCE v2 routes it like the port's IPv4 address.
+IPV4_MAPPED_PREFIX = "0000:0000:0000:0000:0000:ffff:"
+
+
+def _read(path: Path) -> str:
+    # The kernel answers EINVAL for GID table entries that are not in use.
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def roce_v2_ipv4_gid_indexes(port: Path) -> list[int]:
+    """GID table entries of a RoCE port that carry its IPv4 address over RoCE v2."""
+    types = port / "gid_attrs" / "types"
+    indexes = sorted(int(entry.name) for entry in types.iterdir()) if types.is_dir() else []
+    return [
+        index
+        for index in indexes
+        if _read(types / str(index)) == ROCE_V2
+        and _read(port / "gids" / str(index)).startswith(IPV4_MAPPED_PREFIX)
+    ]
+
+
+def rdma_devices(root: Path = RDMA_ROOT) -> dict[str, Any]:
+    """The node's RDMA devices, split by link layer, and the GID index RoCE v2 needs.
+
+    ConnectX ports in Ethernet mode (RoCE) sit under /sys/class/infiniband beside real
+    InfiniBand ones; NCCL uses both through verbs, but on RoCE it needs NCCL_IB_GID_INDEX to
+    pick a GID that routes (the default, 0, is a RoCE v1 link-local one). The index is the
+    lowest one valid on every RoCE port of the node, or None when they share none.
+    """
+    infiniband, roce, candidates = [], [], []
+    for device in sorted(root.iterdir()) if root.is_dir() else []:
+        ports = sorted((device / "ports").iterdir()) if (device / "ports").is_dir() else []
+        layers = {_read(port / "link_layer") for port in ports}
+        if "Ethernet" in layers:
+            roce.append(device.name)
+            candidates += [
+                set(roce_v2_ipv4_gid_indexes(port))
+                for port in ports
+                if _read(port / "link_layer") == "Ethernet"
+            ]
+        else:
+            infiniband.append(device.name)
+    shared = set.intersection(*candidates) if candidates else set()
+    return {
+        "infiniband": infiniband,
+        "roce": roce,
+        "roce_gid_index": min(shared) if shared else None,
+    }
+
+
+def probe() -> dict[str, Any]:
+    return {
+        "version": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "machine": platform.machine(),
+        "glibc": platform.libc_ver()[1],
+        "cpus": len(os.sched_getaffinity(0)),
+        "rdma": rdma_devices(),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(probe()))

@@ -1,0 +1,93 @@
+"""The facts play's node probe: InfiniBand and RoCE told apart on /sys trees laid out as the
+kernel does, and the GID index RoCE v2 needs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+PROBE = PROJECT / "roles/ray_facts/files/node_probe.py"
+_spec = importlib.util.spec_from_file_location("node_probe", PROBE)
+assert _spec and _spec.loader
+node_probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(node_probe)
+
+# A ConnectX port's GID table in RoCE mode, as `show_gids` prints it: v1 and v2 entries for
+# the link-local address, then for the port's IPv4 address. Unused entries have no type.
+ROCE_GIDS = {
+    0: ("IB/RoCE v1", "fe80:0000:0000:0000:0a00:27ff:fe4e:0001"),
+    1: ("RoCE v2", "fe80:0000:0000:0000:0a00:27ff:fe4e:0001"),
+    2: ("IB/RoCE v1", "0000:0000:0000:0000:0000:ffff:0a7b:000b"),
+    3: ("RoCE v2", "0000:0000:0000:0000:0000:ffff:0a7b:000b"),
+    4: ("", "0000:0000:0000:0000:0000:0000:0000:0000"),
+}
+
+
+def add_port(
+    root: Path, device: str, port: int, link_layer: str, gids: dict[int, tuple[str, str]]
+) -> None:
+    base = root / device / "ports" / str(port)
+    (base / "gid_attrs" / "types").mkdir(parents=True)
+    (base / "gids").mkdir()
+    (base / "link_layer").write_text(link_layer + "\n")
+    for index, (kind, gid) in gids.items():
+        (base / "gids" / str(index)).write_text(gid + "\n")
+        if kind:
+            (base / "gid_attrs" / "types" / str(index)).write_text(kind + "\n")
+        else:
+            # The kernel refuses to read the type of an unused entry (EINVAL): a directory
+            # stands in for a file that cannot be read.
+            (base / "gid_attrs" / "types" / str(index)).mkdir()
+
+
+def test_no_rdma_devices(tmp_path: Path) -> None:
+    assert node_probe.rdma_devices(tmp_path / "absent") == {
+        "infiniband": [],
+        "roce": [],
+        "roce_gid_index": None,
+    }
+
+
+def test_infiniband_ports_need_no_gid_index(tmp_path: Path) -> None:
+    ib_gids = {0: ("IB/RoCE v1", "fe80:0000:0000:0000:0002:c903:00f1:d2a1")}
+    add_port(tmp_path, "mlx5_0", 1, "InfiniBand", ib_gids)
+    add_port(tmp_path, "mlx5_1", 1, "InfiniBand", ib_gids)
+    found = node_probe.rdma_devices(tmp_path)
+    assert found == {"infiniband": ["mlx5_0", "mlx5_1"], "roce": [], "roce_gid_index": None}
+
+
+def test_roce_ports_are_told_apart_and_get_the_v2_ipv4_gid(tmp_path: Path) -> None:
+    add_port(tmp_path, "mlx5_0", 1, "InfiniBand", {})
+    add_port(tmp_path, "mlx5_2", 1, "Ethernet", ROCE_GIDS)
+    found = node_probe.rdma_devices(tmp_path)
+    assert found == {"infiniband": ["mlx5_0"], "roce": ["mlx5_2"], "roce_gid_index": 3}
+
+
+def test_the_gid_index_must_serve_every_roce_port(tmp_path: Path) -> None:
+    add_port(tmp_path / "shared", "mlx5_0", 1, "Ethernet", ROCE_GIDS)
+    add_port(tmp_path / "shared", "mlx5_1", 1, "Ethernet", {**ROCE_GIDS, 5: ROCE_GIDS[3]})
+    assert node_probe.rdma_devices(tmp_path / "shared")["roce_gid_index"] == 3
+    # The second port's IPv4 address sits at index 5 only: no one index serves both.
+    add_port(tmp_path / "apart", "mlx5_0", 1, "Ethernet", ROCE_GIDS)
+    shifted = {index + 2: entry for index, entry in ROCE_GIDS.items()}
+    add_port(tmp_path / "apart", "mlx5_1", 1, "Ethernet", shifted)
+    assert node_probe.rdma_devices(tmp_path / "apart")["roce_gid_index"] is None
+
+
+def test_a_roce_port_without_an_ipv4_gid_has_no_index(tmp_path: Path) -> None:
+    link_local_only = {index: ROCE_GIDS[index] for index in (0, 1)}
+    add_port(tmp_path, "mlx5_0", 1, "Ethernet", link_local_only)
+    found = node_probe.rdma_devices(tmp_path)
+    assert found == {"infiniband": [], "roce": ["mlx5_0"], "roce_gid_index": None}
+
+
+def test_the_probe_runs_as_the_facts_play_runs_it() -> None:
+    run = subprocess.run([sys.executable, str(PROBE)], capture_output=True, text=True, check=True)
+    probe = json.loads(run.stdout)
+    assert probe["version"] == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert probe["cpus"] >= 1
+    assert set(probe["rdma"]) == {"infiniband", "roce", "roce_gid_index"}
