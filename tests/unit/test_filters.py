@@ -237,7 +237,7 @@ def test_debugger_port_shortfalls_count_cpus_and_colocated_gpu_workers() -> None
 def test_verl_fit_needs_colocated_cpus_on_gpu_nodes_only() -> None:
     nodes = [node("cpu-only", 2, 0), node("gpu", 16, 8), node("fits", 24, 8)]
     assert filters.verl_fit_shortfalls(nodes, 3) == [
-        "gpu has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24"
+        "gpu has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24 CPUs"
     ]
     assert filters.verl_fit_shortfalls(nodes, 2) == []
 

@@ -191,7 +191,7 @@ def verl_fit_shortfalls(nodes: Iterable[Mapping[str, Any]], per_gpu: int) -> lis
         if gpus and cpus < gpus * per_gpu:
             short.append(
                 f"{node['inventory_hostname']} has {gpus} GPUs but {cpus} CPUs; verl reserves "
-                f"{gpus} x {per_gpu} = {gpus * per_gpu}"
+                f"{gpus} x {per_gpu} = {gpus * per_gpu} CPUs"
             )
     return short
 
