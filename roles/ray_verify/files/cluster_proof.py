@@ -255,9 +255,7 @@ def report_gpus() -> GpuReport:
     }
 
 
-def _outcome(ref: ray.ObjectRef | dict, finished: set[ray.ObjectRef], hint: str) -> object:
-    if isinstance(ref, dict):
-        return ref
+def _outcome(ref: ray.ObjectRef, finished: set[ray.ObjectRef], hint: str) -> object:
     if ref not in finished:
         return {"error": f"the proof task did not finish within {TIMEOUT_S} s{hint}"}
     try:
@@ -270,7 +268,7 @@ def main(mode: str) -> None:
     ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
     debugger = ray.remote(num_cpus=0, max_calls=1)(open_debugger)
     gpu_task = ray.remote(num_cpus=0, max_calls=1)(report_gpus)
-    debuggers, gpus = {}, {}
+    debuggers, gpus, busy = {}, {}, {}
     # A re-run while a job trains must not fail, nor wait for GPUs the job holds: such a node
     # is reported busy and not checked.
     available = ray._private.state.available_resources_per_node()
@@ -285,12 +283,15 @@ def main(mode: str) -> None:
         if 0 < free == count:
             gpus[address] = gpu_task.options(scheduling_strategy=pinned, num_gpus=count).remote()
         elif count > 0:
-            gpus[address] = {"busy": f"{count - free:g} of its {count:g} GPUs are held by jobs"}
-    refs = [ref for ref in [*debuggers.values(), *gpus.values()] if isinstance(ref, ray.ObjectRef)]
+            busy[address] = {"busy": f"{count - free:g} of its {count:g} GPUs are held by jobs"}
+    refs = [*debuggers.values(), *gpus.values()]
     finished = set(ray.wait(refs, num_returns=len(refs), timeout=TIMEOUT_S)[0])
     report = {
         "debuggers": {ip: _outcome(ref, finished, "") for ip, ref in debuggers.items()},
-        "gpus": {ip: _outcome(ref, finished, GPU_TIMEOUT_HINT) for ip, ref in gpus.items()},
+        "gpus": {
+            **busy,
+            **{ip: _outcome(ref, finished, GPU_TIMEOUT_HINT) for ip, ref in gpus.items()},
+        },
     }
     print(json.dumps(report))
 
