@@ -100,6 +100,11 @@ CASES = {
         [],
         ["port range '52099-52000' is reversed"],
     ),
+    "single-port debugger range": (
+        inventory(["h"], ["w"], ray_debugger_port_range="52000"),
+        [],
+        ["ray_debugger_port_range: '52000' is a single port;", "as a range, e.g. 52000-52000."],
+    ),
     "range overlaps Ray's ports": (
         inventory(["h"], ["w"], ray_debugger_port_range="52300-52400"),
         [],
