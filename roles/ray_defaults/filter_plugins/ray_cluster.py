@@ -156,6 +156,11 @@ def node_record(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
     return record
 
 
+def _cpus_and_gpus(node: Mapping[str, Any]) -> tuple[int, int]:
+    """A node's CPUs and the GPUs Ray offers there, from its hostvars."""
+    return int(node.get("ray_node_cpus", 0)), int(node.get("ray_node_gpu_count", 0))
+
+
 def debugger_port_shortfalls(
     nodes: Iterable[Mapping[str, Any]], port_range: PortSpec, per_gpu: int
 ) -> list[str]:
@@ -168,7 +173,7 @@ def debugger_port_shortfalls(
     size = high - low + 1
     short = []
     for node in nodes:
-        cpus, gpus = int(node.get("ray_node_cpus", 0)), int(node.get("ray_node_gpu_count", 0))
+        cpus, gpus = _cpus_and_gpus(node)
         needed = cpus + gpus * per_gpu
         if needed > size:
             short.append(
@@ -187,7 +192,7 @@ def verl_fit_shortfalls(nodes: Iterable[Mapping[str, Any]], per_gpu: int) -> lis
     """
     short = []
     for node in nodes:
-        cpus, gpus = int(node.get("ray_node_cpus", 0)), int(node.get("ray_node_gpu_count", 0))
+        cpus, gpus = _cpus_and_gpus(node)
         if gpus and cpus < gpus * per_gpu:
             short.append(
                 f"{node['inventory_hostname']} has {gpus} GPUs but {cpus} CPUs; verl reserves "
@@ -257,9 +262,8 @@ def nccl_env(
     if not hca:
         return {**env, "NCCL_IB_DISABLE": "1"}
     env["NCCL_IB_HCA"] = hca
-    gid_index = str(gid_index_override) or (
-        "" if roce_gid_index in (None, "") or not list(roce_hcas) else str(roce_gid_index)
-    )
+    found = str(roce_gid_index) if list(roce_hcas) and roce_gid_index is not None else ""
+    gid_index = str(gid_index_override) or found
     return {**env, "NCCL_IB_GID_INDEX": gid_index} if gid_index else env
 
 

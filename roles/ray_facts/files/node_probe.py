@@ -50,14 +50,10 @@ def rdma_devices(root: Path = RDMA_ROOT) -> dict[str, Any]:
     infiniband, roce, candidates = [], [], []
     for device in sorted(root.iterdir()) if root.is_dir() else []:
         ports = sorted((device / "ports").iterdir()) if (device / "ports").is_dir() else []
-        layers = {_read(port / "link_layer") for port in ports}
-        if "Ethernet" in layers:
+        ethernet = [port for port in ports if _read(port / "link_layer") == "Ethernet"]
+        if ethernet:
             roce.append(device.name)
-            candidates += [
-                set(roce_v2_ipv4_gid_indexes(port))
-                for port in ports
-                if _read(port / "link_layer") == "Ethernet"
-            ]
+            candidates += [set(roce_v2_ipv4_gid_indexes(port)) for port in ethernet]
         else:
             infiniband.append(device.name)
     shared = set.intersection(*candidates) if candidates else set()
