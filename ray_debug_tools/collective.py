@@ -58,21 +58,20 @@ def row(result: dict[str, Any], names: dict[str, str]) -> tuple[str, ...]:
     )
 
 
+def addresses(nodes: list[str], names: dict[str, str]) -> list[str]:
+    """Nodes given by name or address, as addresses."""
+    by_name = {name: ip for ip, name in names.items()}
+    return [by_name.get(node, node) for node in nodes]
+
+
 def parse_env(values: list[str], names: dict[str, str]) -> dict[str, dict[str, str]]:
     """NODE:NAME=VALUE overrides (NODE by name or address) as {ip: {NAME: VALUE}}."""
-    by_name = {name: ip for ip, name in names.items()}
     overrides: dict[str, dict[str, str]] = {}
     for value in values:
         node, _, assignment = value.partition(":")
         name, _, setting = assignment.partition("=")
-        overrides.setdefault(by_name.get(node, node), {})[name] = setting
+        overrides.setdefault(addresses([node], names)[0], {})[name] = setting
     return overrides
-
-
-def stand_in_ips(values: list[str], names: dict[str, str]) -> list[str]:
-    """--stand-in nodes (by name or address) as addresses."""
-    by_name = {name: ip for ip, name in names.items()}
-    return [by_name.get(node, node) for node in values]
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -104,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "names": names,
         "env": parse_env(args.env, names),
         "backend": args.backend,
-        "stand_ins": stand_in_ips(args.stand_in, names),
+        "stand_ins": addresses(args.stand_in, names),
         "timeout": args.timeout,
         "size_mb": args.size_mb,
     }

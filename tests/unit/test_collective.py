@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ray_debug_tools.collective import argument_parser, likely_cause, parse_env, row, stand_in_ips
+from ray_debug_tools.collective import addresses, argument_parser, likely_cause, parse_env, row
 from ray_debug_tools.collective_job import asks_gpu, choose_backend, groups_to_check, no_free_gpu
 
 NAMES = {"10.0.0.11": "w1", "10.0.0.12": "w2"}
@@ -200,7 +200,7 @@ def test_env_overrides_by_node_name_or_address() -> None:
 
 
 def test_stand_ins_by_node_name_or_address() -> None:
-    assert stand_in_ips(["w2", "10.0.0.11"], NAMES) == [W2, W1]
+    assert addresses(["w2", "10.0.0.11"], NAMES) == [W2, W1]
 
 
 def test_options_after_the_node_list_parse() -> None:
