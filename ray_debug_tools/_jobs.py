@@ -1,4 +1,5 @@
-"""Run one of this package's job scripts on the cluster and read the report it prints."""
+"""Run one of this package's job scripts on the cluster and read the report it prints;
+the command-line pieces every check run from the controller shares."""
 
 from __future__ import annotations
 
@@ -22,6 +23,19 @@ def cluster_parser(description: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")
     parser.add_argument("--dashboard-port", type=int, default=8265)
     return parser
+
+
+def parse_nodes(values: list[str]) -> dict[str, str]:
+    """cluster_parser's `--nodes NAME=IP ...` as {name: ip}."""
+    return dict(value.split("=", 1) for value in values)
+
+
+def table_of(columns: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+    """Left-aligned columns, as the probe and the collective check print them."""
+    rows = [columns, *body]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(columns))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)  # fmt: skip
 
 
 def connect(args: argparse.Namespace) -> tuple[JobSubmissionClient, dict[str, Any]]:

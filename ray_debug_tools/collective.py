@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ray_debug_tools._jobs import cluster_parser, connect, run_report_job
-from ray_debug_tools.probe import parse_nodes, table_of
+from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, run_report_job, table_of
 
 JOB_SCRIPT = "collective_job.py"
 COLUMNS = ("nodes", "backend", "result", "time", "bus bandwidth")

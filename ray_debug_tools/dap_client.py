@@ -17,6 +17,8 @@ class DapError(RuntimeError):
 class DapSession(TcpSession):
     """A synchronous DAP session: requests block until their response arrives by seq."""
 
+    protocol = "DAP"
+
     def __init__(self, sock: socket.socket, endpoint: str, timeout: float) -> None:
         super().__init__(sock, endpoint)
         self._timeout = timeout
@@ -132,24 +134,7 @@ class DapSession(TcpSession):
                 if len(rest) >= length:
                     self._buffer = rest[length:]
                     return rest[:length]
-            self._buffer += self._recv_some(deadline, waiting_for)
-
-    def _recv_some(self, deadline: float, waiting_for: str) -> bytes:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise RayDebugConnectionError(
-                f"DAP at {self._endpoint}: no {waiting_for} within {self._timeout}s"
-            )
-        self._sock.settimeout(remaining)
-        try:
-            chunk = self._sock.recv(65536)
-        except TimeoutError as exc:
-            raise RayDebugConnectionError(
-                f"DAP at {self._endpoint}: no {waiting_for} within {self._timeout}s"
-            ) from exc
-        if not chunk:
-            raise RayDebugConnectionError(f"DAP at {self._endpoint} closed the connection")
-        return chunk
+            self._buffer += self._recv(waiting_for, self._timeout, deadline)
 
 
 def _content_length(header: bytes) -> int:

@@ -11,6 +11,8 @@ PROMPT = b"(Pdb) "
 class PdbSession(TcpSession):
     """One pdb session; Ray's remote pdb accepts a single client and closes on `c`."""
 
+    protocol = "pdb"
+
     def __init__(self, sock: socket.socket, endpoint: str) -> None:
         super().__init__(sock, endpoint)
         self._buffer = b""
@@ -47,15 +49,7 @@ class PdbSession(TcpSession):
 
     def _read_to_prompt(self) -> str:
         while PROMPT not in self._buffer:
-            try:
-                chunk = self._sock.recv(65536)
-            except TimeoutError as exc:
-                raise RayDebugConnectionError(
-                    f"pdb at {self._endpoint}: no prompt within {self._sock.gettimeout()}s"
-                ) from exc
-            if not chunk:
-                raise RayDebugConnectionError(f"pdb at {self._endpoint} closed the connection")
-            self._buffer += chunk
+            self._buffer += self._recv("prompt", self._sock.gettimeout())
         output, _, self._buffer = self._buffer.partition(PROMPT)
         # The worker rewrites every newline to CRLF.
         return output.decode(errors="replace").replace("\r\n", "\n").rstrip("\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ray.job_submission import JobSubmissionClient
 
-from ray_debug_tools._jobs import cluster_parser, connect
+from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, table_of
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import job_running_tasks, legacy_breakpoints, paused_workers
@@ -203,20 +203,8 @@ def probe(
     return list(reports.values())
 
 
-def table_of(columns: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
-    """Left-aligned columns, as the probe and the collective check print them."""
-    rows = [columns, *body]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(columns))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)  # fmt: skip
-
-
 def table(reports: list[NodeReport]) -> str:
     return table_of(COLUMNS, [report.row() for report in reports])
-
-
-def parse_nodes(values: list[str]) -> dict[str, str]:
-    return dict(value.split("=", 1) for value in values)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,8 +6,7 @@ before a training job does, with no model download and no GPU.
 
 from __future__ import annotations
 
-from ray_debug_tools._jobs import cluster_parser, connect, run_report_job
-from ray_debug_tools.probe import parse_nodes, table_of
+from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, run_report_job, table_of
 
 JOB_SCRIPT = "verl_job.py"
 COLUMNS = ("node", "ip", "verl", "round trip")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -135,6 +137,22 @@ def wait_for_job(jobs: JobSubmissionClient, job_id: str, timeout: float = 180) -
         time.sleep(1)
     raise TimeoutError(
         f"job {job_id} still {status} after {timeout} s: {jobs.get_job_logs(job_id)}"
+    )
+
+
+def run_playbook(
+    command: str, *extra: str, cwd: Path | None = PROJECT, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """An ansible-playbook command line with `extra` arguments, run by bash as an operator
+    would type it, with `env` over this environment. Its output is captured and its exit status
+    left to the caller: some tests expect the run to fail."""
+    return subprocess.run(
+        ["bash", "-c", " ".join([command, *map(shlex.quote, extra)])],
+        cwd=cwd,
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from conftest import PROJECT, Cluster, alive_nodes, trusts, wait_for_job
+from conftest import PROJECT, Cluster, alive_nodes, run_playbook, trusts, wait_for_job
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_mode_switch import record
 from test_nodes import MODE_ENV
@@ -113,17 +113,14 @@ def test_unreachable_worker_during_cluster_up(
     ip = cluster.worker_ips["rc-worker2"]
     subprocess.run(["docker", "stop", "rc-worker2"], check=True, capture_output=True)
     try:
-        run = subprocess.run(
-            [
-                "ansible-playbook",
-                "-i",
-                os.environ["MOLECULE_INVENTORY_FILE"],
-                str(PROJECT / "molecule/shared/converge.yml"),
-            ],
-            env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
-            capture_output=True,
-            text=True,
-            check=False,
+        run = run_playbook(
+            "ansible-playbook",
+            "-i",
+            os.environ["MOLECULE_INVENTORY_FILE"],
+            str(PROJECT / "molecule/shared/converge.yml"),
+            cwd=None,
+            ANSIBLE_FORCE_COLOR="0",
+            ANSIBLE_NOCOLOR="1",
         )
     finally:
         subprocess.run(["docker", "start", "rc-worker2"], check=True, capture_output=True)

@@ -11,12 +11,10 @@ import dataclasses
 import json
 import os
 import re
-import shlex
-import subprocess
 import time
 from pathlib import Path
 
-from conftest import PROJECT, Cluster
+from conftest import PROJECT, Cluster, run_playbook
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_debugger import ROUND_TRIPS
 from test_runbook import commands, printed
@@ -43,20 +41,13 @@ def converge(text: str, *extra: str) -> tuple[dict, float]:
 
     Returns the JSON callback's report, which holds every task's full result, and seconds.
     """
-    env = dict(
-        os.environ,
+    started = time.monotonic()
+    run = run_playbook(
+        text,
+        *extra,
         ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
         # The headline command names no inventory: ansible.cfg's, or this one's.
         ANSIBLE_INVENTORY=os.environ["MOLECULE_INVENTORY_FILE"],
-    )
-    started = time.monotonic()
-    run = subprocess.run(
-        ["bash", "-c", " ".join([text, *map(shlex.quote, extra)])],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
     )
     elapsed = time.monotonic() - started
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]

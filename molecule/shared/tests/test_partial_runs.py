@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import time
 
 import pytest
-from conftest import PROJECT, Cluster, alive_nodes, trusts
+from conftest import Cluster, alive_nodes, run_playbook, trusts
 from test_faults import rejoined, runs_a_task, wait_until
 from test_mode_switch import converge, documented, record
 
@@ -54,13 +53,8 @@ def test_a_failed_batch_stops_the_roll(cluster: Cluster, host_of) -> None:
     other = {"legacy": "post_mortem", "post_mortem": "legacy"}[cluster.mode]
     runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, other, cluster)
     try:
-        run = subprocess.run(
-            ["bash", "-c", f"{runbook_up} -e ray_worker_batch=1"],
-            cwd=PROJECT,
-            env=dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
-            capture_output=True,
-            text=True,
-            check=False,
+        run = run_playbook(
+            runbook_up, "-e", "ray_worker_batch=1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"
         )
         assert run.returncode != 0, run.stdout[-3000:]
         batches = [

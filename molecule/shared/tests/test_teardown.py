@@ -5,11 +5,8 @@ cluster down."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
-from conftest import PROJECT, Cluster, alive_nodes
+from conftest import Cluster, alive_nodes, run_playbook
 from test_mode_switch import documented
 
 NODES = ("rc-head", "rc-worker1", "rc-worker2")
@@ -19,14 +16,7 @@ RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 
 
 def run_documented(text: str) -> str:
-    run = subprocess.run(
-        ["bash", "-c", text],
-        cwd=PROJECT,
-        env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = run_playbook(text, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     return run.stdout
 
