@@ -13,7 +13,8 @@ INVENTORY ?= $(SANDBOX_INVENTORY)
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+# pyproject.toml too: the editable install maps the modules it lists (ray_port_range).
+$(VENV)/.installed: requirements.txt pyproject.toml
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -r requirements.txt
 	touch $@
 

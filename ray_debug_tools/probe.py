@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ray.job_submission import JobSubmissionClient
+from ray_port_range import port_range
 
 from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, table_of
 from ray_debug_tools._net import RayDebugConnectionError
@@ -209,19 +210,23 @@ def table(reports: list[NodeReport]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = cluster_parser(__doc__)
-    parser.add_argument("--debugger-port-range", required=True, help="e.g. 52000-52099")
+    parser.add_argument("--debugger-port-range", required=True, help="LOW-HIGH, e.g. 52000-52099")
     parser.add_argument("--gcs-port", type=int, default=6379)
     parser.add_argument("--timeout", type=float, default=120)
     args = parser.parse_args(argv)
+    try:
+        ports = port_range(args.debugger_port_range)
+    except ValueError as error:
+        # Not type=port_range: argparse would replace the grammar's words with "invalid value".
+        parser.error(f"argument --debugger-port-range: {error}")
     client, runtime_env = connect(args)
 
-    low, high = (int(port) for port in args.debugger_port_range.split("-"))
     reports = probe(
         client,
         args.head,
         parse_nodes(args.nodes),
         runtime_env,
-        range(low, high + 1),
+        ports,
         {"gcs": args.gcs_port, "dashboard": args.dashboard_port},
         args.timeout,
     )

@@ -7,33 +7,6 @@ import ray_cluster as filters
 from ansible.errors import AnsibleFilterError
 
 
-@pytest.mark.parametrize(
-    ("value", "span"), [(6379, (6379, 6379)), ("52000-52099", (52000, 52099)), (" 1-1 ", (1, 1))]
-)
-def test_port_span_parses_ports_and_ranges(value: int | str, span: tuple[int, int]) -> None:
-    assert filters.port_span(value) == span
-
-
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        ("52099-52000", "port range '52099-52000' is reversed"),
-        ("52000:52099", "port range '52000:52099' is malformed"),
-        ("0-10", "port range '0-10' is outside 1-65535"),
-        ("65000-70000", "outside 1-65535"),
-        ("", "malformed"),
-    ],
-)
-def test_port_range_errors_name_the_bad_value(value: str, message: str) -> None:
-    assert message in filters.port_range_error(value)
-    with pytest.raises(AnsibleFilterError, match="port range"):
-        filters.port_span(value)
-
-
-def test_valid_range_has_no_error() -> None:
-    assert filters.port_range_error("52000-52099") == ""
-
-
 def test_invalid_cidrs_keeps_only_the_bad_ones() -> None:
     values = ["10.0.0.0/24", "192.0.2.7", "2001:db8::/64", "10.0.0.0/33", "vpn", "300.1.1.1/32"]
     assert filters.invalid_cidrs(values) == ["10.0.0.0/33", "vpn", "300.1.1.1/32"]

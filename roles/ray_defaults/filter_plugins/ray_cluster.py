@@ -7,39 +7,45 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+
+# Ansible loads filter plugins by path, never from sys.path; the grammar ships to the nodes
+# with the debugger port-range hook, so ray_python owns the file.
+_GRAMMAR_DIR = str(Path(__file__).resolve().parents[2] / "ray_python" / "files")
+if _GRAMMAR_DIR not in sys.path:
+    sys.path.insert(0, _GRAMMAR_DIR)
+import ray_port_range  # noqa: E402
 
 PortSpec = int | str
 
 
 def port_span(value: PortSpec) -> tuple[int, int]:
     """Parse a port (6379) or range ("52000-52099") into (low, high)."""
-    text = str(value).strip()
-    low_text, sep, high_text = text.partition("-")
     try:
-        low = int(low_text)
-        high = int(high_text) if sep else low
-    except ValueError:
-        raise AnsibleFilterError(
-            f"port range {value!r} is malformed: expected a port or 'LOW-HIGH', e.g. '52000-52099'"
-        ) from None
-    if not (1 <= low <= 65535 and 1 <= high <= 65535):
-        raise AnsibleFilterError(f"port range {value!r} is outside 1-65535")
-    if low > high:
-        raise AnsibleFilterError(
-            f"port range {value!r} is reversed: the low port must come first, e.g. '{high}-{low}'"
-        )
-    return low, high
+        return ray_port_range.port_span(value)
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from None
 
 
 def port_range_error(value: PortSpec) -> str:
-    """Return why `value` is not a valid port range, or '' when it is."""
+    """Why `value` is neither a port nor a range (an entry of ray_ports), or ''."""
+    return _grammar_error(ray_port_range.port_span, value)
+
+
+def debugger_port_range_error(value: PortSpec) -> str:
+    """Why `value` cannot be ray_debugger_port_range (LOW-HIGH, even for one port), or ''."""
+    return _grammar_error(ray_port_range.port_range, value)
+
+
+def _grammar_error(parse: Callable[[PortSpec], object], value: PortSpec) -> str:
     try:
-        port_span(value)
-    except AnsibleFilterError as error:
+        parse(value)
+    except ValueError as error:
         return str(error)
     return ""
 
@@ -357,6 +363,7 @@ class FilterModule:
         return {
             "ray_port_span": lambda value: list(port_span(value)),
             "ray_port_range_error": port_range_error,
+            "ray_debugger_port_range_error": debugger_port_range_error,
             "ray_path_problems": path_problems,
             "ray_invalid_cidrs": invalid_cidrs,
             "ray_ports_overlapping": ports_overlapping,

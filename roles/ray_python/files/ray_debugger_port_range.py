@@ -23,6 +23,8 @@ import errno
 import os
 import sys
 
+from ray_port_range import format_port_range, port_range
+
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~10 ms in every interpreter.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,12 +55,11 @@ def install() -> None:
     if not value:
         return
     try:
-        ports = parse_port_range(value)
-    except ValueError:
+        ports = port_range(value)
+    except ValueError as error:
         # Runs at start-up of every interpreter: report and carry on, never break Python.
         print(
-            f"ray_debugger_port_range: ignoring {ENV_VAR}={value!r}: expected LOW-HIGH "
-            "with 1 <= LOW <= HIGH <= 65535, e.g. 52000-52099",
+            f"ray_debugger_port_range: ignoring {ENV_VAR} (debugger ports stay random): {error}",
             file=sys.stderr,
         )
         return
@@ -71,21 +72,6 @@ def install() -> None:
             _apply(name, patch, sys.modules[name])
     if not any(isinstance(finder, _PatchingFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PatchingFinder(patches))
-
-
-def parse_port_range(value: str) -> range:
-    """Parse "LOW-HIGH" (inclusive) into the range of ports; ValueError if malformed."""
-    low_text, sep, high_text = value.strip().partition("-")
-    if not sep:
-        raise ValueError(f"no '-' in port range {value!r}")
-    low, high = int(low_text), int(high_text)
-    if not 1 <= low <= high <= 65535:
-        raise ValueError(f"port range {value!r} is empty or outside 1-65535")
-    return range(low, high + 1)
-
-
-def format_port_range(ports: range) -> str:
-    return f"{ports.start}-{ports.stop - 1}"
 
 
 def claim_port(host: str, ports: range, skip: Iterable[int] = ()) -> tuple[int, socket]:
@@ -369,11 +355,12 @@ def main(argv: list[str]) -> int:
         return 2
     value = os.environ.get(ENV_VAR, "")
     try:
-        ports = parse_port_range(value)
-        reserved = reserve(argv[0], ports, RESERVED_PORTS)
-    except ValueError:
-        print(f"ray_debugger_port_range: {ENV_VAR}={value!r} is not LOW-HIGH", file=sys.stderr)
+        ports = port_range(value)
+    except ValueError as error:
+        print(f"ray_debugger_port_range: {ENV_VAR}: {error}", file=sys.stderr)
         return 2
+    try:
+        reserved = reserve(argv[0], ports, RESERVED_PORTS)
     except OSError as exc:
         # A node whose /proc/sys is read-only (a container) still runs Ray: its debuggers keep
         # their claims, only an outgoing connection may take a free debugger port there.
