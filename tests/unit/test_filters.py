@@ -277,3 +277,11 @@ def test_debugger_proof_in_mode_off_fails_a_breakpoint_that_waits() -> None:
         ],
         "unreserved": [],
     }
+
+
+def test_auth_env_points_token_mode_at_the_token_file() -> None:
+    assert filters.auth_env("token", "/etc/ray/auth_token") == {
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token",
+    }
+    assert filters.auth_env("disabled", "/etc/ray/auth_token") == {"RAY_AUTH_MODE": "disabled"}

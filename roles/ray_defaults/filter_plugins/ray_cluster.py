@@ -250,6 +250,17 @@ def _port_list(value: str) -> set[int]:
     return ports
 
 
+def auth_env(mode: str, token_path: str) -> dict[str, str]:
+    """The environment a Ray process or client needs for the cluster's auth mode.
+
+    The controller's clients and the nodes' processes keep the token in different files;
+    everything else about the environment is the same.
+    """
+    if mode == "token":
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token_path}
+    return {"RAY_AUTH_MODE": "disabled"}
+
+
 def nccl_env(
     debug: str,
     hcas: Iterable[str],
@@ -378,6 +389,7 @@ class FilterModule:
             "ray_gpu_mismatches": gpu_mismatches,
             "ray_network_host": network_host,
             "ray_nccl_env": nccl_env,
+            "ray_auth_env": auth_env,
             "ray_routable_addresses": routable_addresses,
             "ray_node_record": node_record,
             "ray_debugger_port_shortfalls": debugger_port_shortfalls,
