@@ -49,3 +49,16 @@ def test_variables_carry_a_prefix(role: Path) -> None:
         if not name.startswith(prefixes) and name not in PUBLIC_NAMES
     ]
     assert unprefixed == []
+
+
+def test_validation_reads_every_node_roles_spec() -> None:
+    """Validation types each host's values from these specs: a role left out goes unchecked."""
+    validate_vars = load(Path(__file__).parents[2] / "roles" / "validate" / "vars" / "main.yml")
+    node_roles = {role.name for role in ROLES} - {"validate", "sandbox"}
+    assert sorted(validate_vars["validate_spec_roles"]) == sorted(node_roles)
+
+
+def test_debug_mode_choices_are_the_modes() -> None:
+    ray_defaults = next(role for role in ROLES if role.name == "ray_defaults")
+    choices = spec_options(ray_defaults)["debug_mode"]["choices"]
+    assert sorted(choices) == sorted(defaults(ray_defaults)["ray_debug_modes"])
