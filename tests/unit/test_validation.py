@@ -93,7 +93,7 @@ CASES = {
     "malformed range": (
         inventory(["h"], ["w"], ray_debugger_port_range="52000:52099"),
         [],
-        ["port range '52000:52099' is malformed", "LOW-HIGH"],
+        ["port range '52000:52099' is malformed: expected 'LOW-HIGH', e.g. '52000-52099'"],
     ),
     "reversed range": (
         inventory(["h"], ["w"], ray_debugger_port_range="52099-52000"),
