@@ -29,8 +29,8 @@ SWITCH_TASKS = {
     "Write the Ray environment",
     "Install the Ray unit",
     "Give login shells the debug mode",
-    "Stop Ray on workers that must restart",
-    "Stop Ray on the head if it must restart",
+    "Stop Ray on the workers",
+    "Stop Ray on the head",
     "Start Ray and enable it at boot",
     "Write the runbook",
 }
