@@ -87,6 +87,22 @@ def test_alive_node_ids_keeps_only_live_records_of_the_address() -> None:
     assert filters.alive_node_ids(rows, "10.0.0.9") == []
 
 
+def test_nodes_not_joined_waits_for_a_new_id_at_each_address() -> None:
+    rows = [
+        {"node_ip": "10.0.0.2", "state": "DEAD", "node_id": "old"},
+        {"node_ip": "10.0.0.2", "state": "ALIVE", "node_id": "new"},
+        {"node_ip": "10.0.0.3", "state": "ALIVE", "node_id": "kept"},
+    ]
+    hostvars = {
+        "restarted": {"ray_node_address": "10.0.0.2", "ray_service_ids_before": ["old"]},
+        "not_back_yet": {"ray_node_address": "10.0.0.3", "ray_service_ids_before": ["kept"]},
+        "never_stopped": {"ray_node_address": "10.0.0.3"},
+        "missing": {"ray_node_address": "10.0.0.4"},
+    }
+    assert filters.nodes_not_joined(rows, hostvars, list(hostvars)) == ["not_back_yet", "missing"]
+    assert filters.nodes_not_joined([], hostvars, ["restarted"]) == ["restarted"]
+
+
 # As printed by nvidia-smi 550 on an 8 x H100 node (two rows kept) and its banner's first lines.
 H100_QUERY = (
     "0, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n1, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n"

@@ -323,6 +323,26 @@ def alive_node_ids(rows: Iterable[Mapping[str, Any]], address: str) -> list[str]
     ]
 
 
+def nodes_not_joined(
+    rows: Iterable[Mapping[str, Any]],
+    hostvars: Mapping[str, Mapping[str, Any]],
+    hosts: Iterable[str],
+) -> list[str]:
+    """Hosts with no ALIVE node id at their address that was not there before Ray stopped.
+
+    One read of the head's node list answers for a whole batch of starting nodes, so the
+    head is asked once per interval, whatever the batch size.
+    """
+    records = list(rows)
+    waiting = []
+    for host in hosts:
+        own = hostvars[host]
+        before = own.get("ray_service_ids_before", [])
+        if not set(alive_node_ids(records, own["ray_node_address"])) - set(before):
+            waiting.append(host)
+    return waiting
+
+
 def gpu_inventory(query_csv: str, banner: str) -> dict[str, Any]:
     """GPUs of a node from nvidia-smi.
 
@@ -384,6 +404,7 @@ class FilterModule:
             "ray_oldest_version": oldest_version,
             "ray_nodes_not_ready": nodes_not_ready,
             "ray_alive_node_ids": alive_node_ids,
+            "ray_nodes_not_joined": nodes_not_joined,
             "ray_gpu_inventory": gpu_inventory,
             "ray_gpu_summary": gpu_summary,
             "ray_gpu_mismatches": gpu_mismatches,
