@@ -83,6 +83,12 @@ class Nodes:
             wait_for_port(self.address(name), 22)
         self._write_ssh_inventory()
 
+    def bytes_sent(self) -> int:
+        """Bytes the controller has sent into the nodes' network: the bridge's own transmit
+        counter, which node-to-node traffic (forwarded by the bridge) does not touch."""
+        network = run("docker", "network", "inspect", NAME, "--format", "{{.Id}}").strip()
+        return int(Path(f"/sys/class/net/br-{network[:12]}/statistics/tx_bytes").read_text())
+
     def destroy(self) -> None:
         run("ansible-playbook", "playbooks/sandbox-down.yml", "-e", f"sandbox_name={NAME}")
 

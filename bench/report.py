@@ -49,6 +49,12 @@ def stat(rows: list[dict], **match: object) -> Stat:
     return Stat(samples)
 
 
+def sent_mb(rows: list[dict], **match: object) -> Stat:
+    """Megabytes the controller sent in the scale runs that match."""
+    return Stat([row["sent_mb"] for row in rows if row["what"] == "scale" and all(
+        row.get(k) == v for k, v in match.items())])  # fmt: skip
+
+
 def machine() -> str:
     cpu = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -99,6 +105,10 @@ def write(samples: Path) -> None:
     rerun = stat(rows, what="re-run", method="ray up")
     counts = sorted({row["workers"] for row in rows if row["what"] == "scale"})
     scale = {count: stat(rows, what="scale", workers=count) for count in counts}
+    sent = {count: sent_mb(rows, workers=count) for count in counts}
+    per_worker = Stat(
+        [(sent[counts[-1]].median - sent[counts[0]].median) / (counts[-1] - counts[0])]
+    )
     one = scale[counts[0]]
     levers = sorted({row["without"] for row in rows if row.get("without")})
     noop_changes = sorted({row["changed"] for row in rows if row["what"] == "no-op"})
@@ -118,7 +128,8 @@ def write(samples: Path) -> None:
         "  SSH by all three methods (ControlPersist and pipelining for Ansible, per",
         "  `ansible.cfg`). All nodes share the machine's CPUs.",
         "- Installed: Ray 2.60.0 + debugpy + verl 0.9.1 (CPU torch) from the same lock and the",
-        "  same warm wheelhouse archive, one archive per node. `ray up` and the manual sequence",
+        "  same warm wheelhouse archive: cluster-up sends it to the head, which serves the",
+        "  workers; `ray up` and the manual sequence copy it to every node. They",
         "  start Ray in legacy debug mode; cluster-up's cold runs alternate legacy and",
         "  post_mortem, and each is followed by a switch to the other mode.",
         "- Every time runs from bare, booted nodes (or, for re-runs, from the cluster the",
@@ -156,14 +167,23 @@ def write(samples: Path) -> None:
         "",
         "## Scale: Ray + debugpy, 1 head + N workers, cold",
         "",
-        "| workers | median (min-max, n) | / 1 worker |",
-        "|---|---|---|",
+        "MB from the controller: what it sent into the nodes' network during the run (the",
+        "bridge's transmit counter; traffic between nodes does not cross it).",
+        "",
+        "| workers | median (min-max, n) | / 1 worker | MB from the controller (median) |",
+        "|---|---|---|---|",
         *(
-            f"| {count} | {scale[count].cell()} | {scale[count].median / one.median:.2f} |"
+            f"| {count} | {scale[count].cell()} | {scale[count].median / one.median:.2f} "
+            f"| {sent[count].median:.0f} |"
             for count in counts
         ),
         "",
         f"Target: {counts[-1]} workers <= 1.3 x 1 worker: {verdict(scale[counts[-1]], one, 1.3)}.",
+        "",
+        "Target: bytes from the controller independent of the worker count, the archive sent",
+        "once: each worker beyond the first adds at most 0.1 x the 1-worker run's bytes (what",
+        "remains per node is Ansible's own module traffic):",
+        f"{verdict(per_worker, sent[counts[0]], 0.1)}, {per_worker.median:.0f} MB per worker.",
         "",
         "![cold cluster-up time against worker count](benchmarks.png)",
         "",

@@ -81,8 +81,10 @@ def by_hand(nodes: Nodes) -> None:
 
 
 def scale(nodes: Nodes) -> None:
+    sent = nodes.bytes_sent()
     seconds, _ = cluster_up("-e", "debug_mode=legacy")
-    record("scale", seconds, method="cluster-up", workers=nodes.workers)
+    sent_mb = round((nodes.bytes_sent() - sent) / 2**20, 1)
+    record("scale", seconds, method="cluster-up", workers=nodes.workers, sent_mb=sent_mb)
 
 
 def taken(what: str, method: str, **details: object) -> int:
@@ -97,6 +99,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scale", type=int, nargs="+", default=[1, 2, 4], metavar="WORKERS")
     parser.add_argument(
+        "--only-scale", action="store_true",
+        help="only the scale runs; the samples are kept and docs/benchmarks.md is not written",
+    )  # fmt: skip
+    parser.add_argument(
         "--resume", action="store_true",
         help="keep the samples taken and take only the missing ones (after a failed run)",
     )  # fmt: skip
@@ -109,21 +115,24 @@ def main() -> None:
 
     full = Nodes(workers=2, verl=True)
     if not args.resume:
-        on_fresh_nodes(full, warm_up)
+        if not args.only_scale:
+            on_fresh_nodes(full, warm_up)
         on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
-    for repeat in range(args.repeats):
+    for repeat in range(0 if args.only_scale else args.repeats):
         if taken("cold", "cluster-up", workers=full.workers) <= repeat:
             on_fresh_nodes(full, functools.partial(ours, repeat=repeat))
         if taken("cold", "ray up") <= repeat:
             on_fresh_nodes(full, theirs)
         if taken("cold", "manual") <= repeat:
             on_fresh_nodes(full, by_hand)
+    for repeat in range(args.repeats):
         for workers in args.scale:
             if taken("scale", "cluster-up", workers=workers) <= repeat:
                 on_fresh_nodes(Nodes(workers=workers, verl=False), scale)
 
     print(f"benchmark took {(time.monotonic() - started) / 60:.0f} min", flush=True)
-    report.write(SAMPLES)
+    if not args.only_scale:
+        report.write(SAMPLES)
 
 
 if __name__ == "__main__":
