@@ -17,6 +17,7 @@ TEMPLATES = [
     "ray_service/templates/ray.env.j2",
     "ray_service/templates/profile.sh.j2",
     "ray_firewall/templates/firewall.nft.j2",
+    "ray_python/templates/ray-wheelhouse.service.j2",
     "runbook/templates/RUNBOOK.md.j2",
 ]
 MODES = ["post_mortem", "legacy", "off"]
@@ -110,6 +111,18 @@ def test_worker_unit_pins_every_port_and_joins_the_head(rendered: Path) -> None:
     assert "Restart=always" in unit
 
 
+def test_wheelhouse_is_served_on_the_heads_cluster_address_and_guarded_port(
+    rendered: Path,
+) -> None:
+    unit = read(rendered, "off", "ray-wheelhouse.service")
+    assert (
+        "ExecStart=/usr/bin/python3 -m http.server --bind 10.0.0.10"
+        f" --directory /var/cache/ray-cluster/wheelhouse {PORTS['wheelhouse']}\n"
+    ) in unit
+    assert "RuntimeMaxSec=" in unit
+    assert f" {PORTS['wheelhouse']}, " in read(rendered, "off", "firewall.nft")
+
+
 def test_environment_names_this_nodes_interface(rendered: Path) -> None:
     env = read(rendered, "post_mortem", "ray.env")
     assert "NCCL_SOCKET_IFNAME=ens5" in env
@@ -120,7 +133,8 @@ def test_environment_names_this_nodes_interface(rendered: Path) -> None:
 
 def test_firewall_guards_the_port_table_for_trusted_sources(rendered: Path) -> None:
     rules = read(rendered, "off", "firewall.nft")
-    assert "elements = { 6379, 6380, 6381, 6382, 6383, 6384, 8265, 10001, 10002-19999," in rules
+    table = "elements = { 6379, 6380, 6381, 6382, 6383, 6384, 6385, 8265, 10001, 10002-19999,"
+    assert table in rules
     assert "52000-52099, 52365" in rules
     assert "10.0.0.10/32, 10.0.0.11/32, 198.51.100.0/24" in rules
     assert "2001:db8::/64" in rules
