@@ -123,6 +123,7 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
         launch = subprocess.run(
             ["bash", "-c", f"{setup}\n{vscode}"], env=env, capture_output=True, text=True
         )
+        assert launch.returncode == 0, listed.stdout + launch.stdout + launch.stderr
         connect = json.loads(launch.stdout)["configurations"][0]["connect"]
         assert 52000 <= connect["port"] <= 52099, connect
         with DapSession.connect(connect["host"], connect["port"]) as session:
