@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -154,6 +155,19 @@ def run_playbook(
         text=True,
         check=False,
     )
+
+
+def fetched_ray_from_head(head: testinfra.host.Host, address: str, since: str = "") -> bool:
+    """Whether the node at `address` fetched Ray's wheel from the head's wheelhouse server (its
+    access log in the journal: client address, request line, status), since a journalctl
+    `--since` time if given."""
+    window = f"--since {shlex.quote(since)}" if since else ""
+    log = head.check_output(f"journalctl -u ray-wheelhouse --no-pager -o cat {window}")
+    ray_version = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())[
+        "ray_version"
+    ]
+    request = rf'"GET /\w+/ray-{re.escape(ray_version)}-\S+\.whl HTTP/1\.[01]" 200'
+    return re.search(rf"^{re.escape(address)} .*{request}", log, re.MULTILINE) is not None
 
 
 def trusts(host: testinfra.host.Host, address: str) -> bool:

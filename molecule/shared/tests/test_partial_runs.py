@@ -9,7 +9,7 @@ import socket
 import time
 
 import pytest
-from conftest import Cluster, alive_nodes, run_playbook, trusts
+from conftest import Cluster, alive_nodes, fetched_ray_from_head, run_playbook, trusts
 from test_faults import rejoined, runs_a_task, wait_until
 from test_mode_switch import converge, documented, record
 
@@ -39,6 +39,26 @@ def test_limit_run_on_one_worker_keeps_the_cluster_whole(
     wait_until(rejoined(cluster, before, {cluster.worker_ips["rc-worker1"]}), "worker not back")
     for ip in cluster.worker_ips.values():
         assert runs_a_task(submit, jobs, ip), f"no task ran on {ip}"
+
+
+def test_a_worker_the_head_does_not_trust_yet_installs_from_it(cluster: Cluster, host_of) -> None:
+    """A worker that joins in this run is in the head's new rules but not yet in its live
+    table (here: a drop rule for it, which loading the rules removes, and a rules file the run
+    rewrites). Its venv installs from the head's wheelhouse in the same run: the head loads
+    its new rules before it serves. The worker is made bare as a new one would be: no Ray
+    running, no venv, no download caches."""
+    head, worker = host_of("rc-head"), host_of("rc-worker1")
+    address = cluster.worker_ips["rc-worker1"]
+    port = cluster.ports["wheelhouse"]
+    since = head.check_output("date '+%Y-%m-%d %H:%M:%S'")
+    head.check_output(
+        f"nft insert rule inet ray_cluster input ip saddr {address} tcp dport {port} drop"
+    )
+    head.check_output("echo '# not what cluster-up wrote' >> /etc/ray-cluster/firewall.nft")
+    worker.check_output("systemctl stop ray")
+    worker.check_output("rm -rf /opt/ray-cluster/venv /var/cache/ray-cluster/uv /root/.cache/pip")
+    converge(documented("RUNBOOK.md", RUNBOOK_UP, cluster.mode, cluster))
+    assert fetched_ray_from_head(head, address, since=since)
 
 
 def test_a_failed_batch_stops_the_roll(cluster: Cluster, host_of) -> None:
