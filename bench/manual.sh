@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# The Ray debugger guide's sequence done by hand over SSH, one node at a time: copy the
-# wheelhouse, install into a venv with pip, start Ray in legacy debug mode (head first).
-# Usage: manual.sh KEY ARCHIVE LOCK HEAD_IP WORKER_IP...
+# By hand over SSH, no Ansible, with cluster-up's installer: for each node one SSH session
+# streams the wheelhouse archive in, takes uv out of its own wheel, makes the venv and
+# installs the lock with uv, and starts Ray in legacy debug mode; the head first, then the
+# workers one at a time. With the head alone it is the limit, the floor for one node.
+# Usage: manual.sh KEY ARCHIVE LOCK HEAD_IP [WORKER_IP...]
 set -euo pipefail
 key=$1 archive=$2 lock=$3 head=$4
 shift 4
 ssh_options=(-i "$key" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR)
 debug_env="RAY_DEBUG=legacy RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0"
+# Plain name==version lines: they travel in the command, the archive on standard input.
+pins=$(tr '\n' ' ' <"$lock")
 
-install() {
-  scp -q "${ssh_options[@]}" "$archive" "root@$1:/root/wheelhouse.tar"
-  scp -q "${ssh_options[@]}" "$lock" "root@$1:/root/requirements.lock"
-  ssh "${ssh_options[@]}" "root@$1" "python3 -m venv /opt/manual && mkdir -p /root/wheels \
-    && tar -xf /root/wheelhouse.tar -C /root/wheels \
-    && /opt/manual/bin/pip install --quiet --no-index --find-links /root/wheels -r /root/requirements.lock"
+up() {  # node address, then `ray start`'s arguments
+  local address=$1
+  shift
+  ssh "${ssh_options[@]}" "root@$address" "set -e
+    mkdir -p /root/wheels && tar -xf - -C /root/wheels
+    printf '%s\n' $pins >/root/requirements.lock
+    python3 -m zipfile -e /root/wheels/uv-*.whl /root/uv
+    uv=\$(echo /root/uv/uv-*.data/scripts/uv) && chmod +x \$uv
+    \$uv venv --quiet --python python3 /opt/manual
+    \$uv pip sync --quiet --python /opt/manual/bin/python --no-index --find-links /root/wheels \
+      /root/requirements.lock
+    $debug_env /opt/manual/bin/ray start $* >/dev/null" <"$archive"
 }
 
-install "$head"
-ssh "${ssh_options[@]}" "root@$head" "$debug_env /opt/manual/bin/ray start --head --port=6379 \
-  --dashboard-host=0.0.0.0 --ray-debugger-external >/dev/null"
+up "$head" --head --port=6379 --dashboard-host=0.0.0.0 --ray-debugger-external
 for worker in "$@"; do
-  install "$worker"
-  ssh "${ssh_options[@]}" "root@$worker" "$debug_env /opt/manual/bin/ray start \
-    --address=$head:6379 --ray-debugger-external >/dev/null"
+  up "$worker" --address="$head:6379" --ray-debugger-external
 done

@@ -52,12 +52,13 @@ def ray_up(nodes: Nodes) -> float:
     return time.monotonic() - started
 
 
-def manual(nodes: Nodes) -> float:
-    """Seconds for the guide's steps over SSH, one node at a time."""
+def manual(nodes: Nodes, head_alone: bool = False) -> float:
+    """Seconds for the hand sequence over SSH, one node at a time; with `head_alone`, on the
+    head only: the limit, what one node costs without any orchestration."""
+    addresses = [nodes.head] if head_alone else [nodes.head, *nodes.worker_addresses]
     started = time.monotonic()
-    run("bench/manual.sh", RESULTS / "id_ed25519", ARCHIVE, LOCK, nodes.head,
-        *nodes.worker_addresses)  # fmt: skip
-    wait_alive(nodes.head, len(nodes.names))
+    run("bench/manual.sh", RESULTS / "id_ed25519", ARCHIVE, LOCK, *addresses)
+    wait_alive(nodes.head, len(addresses))
     return time.monotonic() - started
 
 

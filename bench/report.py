@@ -96,11 +96,15 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def write(samples: Path) -> None:
     rows = load(samples)
-    ours = stat(rows, what="cold", method="cluster-up")
+    ours = stat(rows, what="cold", method="cluster-up", strategy=None)
     ray_up = stat(rows, what="cold", method="ray up")
     manual = stat(rows, what="cold", method="manual")
-    noop = stat(rows, what="no-op", without=None)
-    switch = stat(rows, what="mode switch")
+    limit = stat(rows, what="cold", method="limit")
+    noop = stat(rows, what="no-op", without=None, strategy=None)
+    switch = stat(rows, what="mode switch", strategy=None)
+    mitogen = {
+        what: stat(rows, what=what, strategy="mitogen") for what in ("cold", "no-op", "mode switch")
+    }
     add = stat(rows, what="add a worker")
     rerun = stat(rows, what="re-run", method="ray up")
     counts = sorted({row["workers"] for row in rows if row["what"] == "scale"})
@@ -129,9 +133,14 @@ def write(samples: Path) -> None:
         "  `ansible.cfg`). All nodes share the machine's CPUs.",
         "- Installed: Ray 2.60.0 + debugpy + verl 0.9.1 (CPU torch) from the same lock and the",
         "  same warm wheelhouse archive: cluster-up sends it to the head, which serves the",
-        "  workers; `ray up` and the manual sequence copy it to every node. They",
-        "  start Ray in legacy debug mode; cluster-up's cold runs alternate legacy and",
-        "  post_mortem, and each is followed by a switch to the other mode.",
+        "  workers; `ray up` and the manual sequence copy it to every node. All three install",
+        "  with uv (`uv pip sync`); `ray up` and the manual sequence take uv out of the",
+        "  wheelhouse's own wheel and make the venv with it. They start Ray in legacy debug",
+        "  mode; cluster-up's cold runs alternate legacy and post_mortem, and each is followed",
+        "  by a switch to the other mode.",
+        "- The limit: the manual sequence on the head alone, one SSH session that streams the",
+        "  archive in, installs with uv and starts Ray: what one node costs with no",
+        "  orchestration at all.",
         "- Every time runs from bare, booted nodes (or, for re-runs, from the cluster the",
         "  previous step left) until every node is ALIVE in the head's state API; for",
         "  cluster-up that is the end of the play, which waits for it.",
@@ -147,6 +156,8 @@ def write(samples: Path) -> None:
         f"| `ray up` (local provider, `bench/ray-up.yaml`) | {ray_up.cell()} | 1.00 | | |",
         f"| manual sequence over SSH, node by node (`bench/manual.sh`) | {manual.cell()} "
         f"| {ratio(manual)} | | |",
+        f"| the limit: the manual sequence on the head alone | {limit.cell()} "
+        f"| {ratio(limit)} | cluster-up cold <= 2 x this | {verdict(ours, limit, 2)} |",
         f"| no-op re-run of `cluster-up.yml` (tasks changed: {noop_changes}) | {noop.cell()} "
         f"| {ratio(noop)} | <= 0.1 x cold | {verdict(noop, ours, 0.1)} |",
         f"| re-run of `ray up` (re-runs setup, restarts Ray) | {rerun.cell()} "
@@ -163,6 +174,16 @@ def write(samples: Path) -> None:
             f"| {lever} | {stat(rows, what='no-op', without=lever).cell()} "
             f"| {stat(rows, what='no-op', without=lever).median / noop.median:.2f} |"
             for lever in levers
+        ),
+        "",
+        "## Strategy: Mitogen for Ansible (`mitogen_linear`), the same nodes and sequence",
+        "",
+        "| measurement | linear (default) | Mitogen | Mitogen / linear |",
+        "|---|---|---|---|",
+        *(
+            f"| {what} | {linear.cell()} | {mitogen[what].cell()} "
+            f"| {mitogen[what].median / linear.median:.2f} |"
+            for what, linear in (("cold", ours), ("no-op", noop), ("mode switch", switch))
         ),
         "",
         "## Scale: Ray + debugpy, 1 head + N workers, cold",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import time
 from collections.abc import Callable
@@ -22,6 +23,16 @@ LEVERS_OFF = {
     "SSH pipelining": {"ANSIBLE_PIPELINING": "False"},
     "ControlPersist": {"ANSIBLE_SSH_ARGS": "-o ControlMaster=no"},
 }
+# The parts a run can be limited to; each but scale starts with a cold run on the full nodes,
+# whose sample says whether it was taken (for --resume).
+COLD_ON_FULL_NODES: dict[str, dict[str, object]] = {
+    "ours": {"method": "cluster-up", "strategy": None},
+    "mitogen": {"method": "cluster-up", "strategy": "mitogen"},
+    "ray up": {"method": "ray up"},
+    "manual": {"method": "manual"},
+    "limit": {"method": "limit"},
+}
+PARTS = (*COLD_ON_FULL_NODES, "scale")
 # Each repeat switches once, alternating, so the switches are split between directions.
 SWITCH_TO = ("post_mortem", "legacy")
 
@@ -49,15 +60,32 @@ def warm_up(nodes: Nodes) -> None:
         keep_lock_and_archive()
 
 
-def ours(nodes: Nodes, repeat: int) -> None:
-    """Cold, then on the same cluster: a no-op, a mode switch, levers off, one worker more."""
+def mitogen() -> dict[str, str]:
+    """Mitogen for Ansible as the strategy: one Python interpreter kept per node for the run."""
+    [package] = importlib.util.find_spec("ansible_mitogen").submodule_search_locations
+    return {
+        "ANSIBLE_STRATEGY_PLUGINS": str(Path(package) / "plugins/strategy"),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
+        # Mitogen's own SSH client checks host keys unless told here: it does not read the
+        # inventory's StrictHostKeyChecking=no (the bench's nodes get new keys every time).
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+    }
+
+
+def ours(nodes: Nodes, repeat: int, strategy: str | None = None) -> None:
+    """Cold, then on the same cluster: a no-op and a mode switch; with the default strategy,
+    levers off and one worker more too."""
     start, mode = SWITCH_TO[(repeat + 1) % 2], SWITCH_TO[repeat % 2]
-    seconds, _ = cluster_up("-e", f"debug_mode={start}")
-    record("cold", seconds, method="cluster-up", workers=nodes.workers, mode=start)
-    seconds, changed = cluster_up("-e", f"debug_mode={start}")
-    record("no-op", seconds, method="cluster-up", changed=changed)
-    seconds, _ = cluster_up("-e", f"debug_mode={mode}")
-    record("mode switch", seconds, method="cluster-up", to=mode)
+    strategy_env = mitogen() if strategy == "mitogen" else None
+    tag = {"strategy": strategy} if strategy else {}
+    seconds, _ = cluster_up("-e", f"debug_mode={start}", env=strategy_env)
+    record("cold", seconds, method="cluster-up", workers=nodes.workers, mode=start, **tag)
+    seconds, changed = cluster_up("-e", f"debug_mode={start}", env=strategy_env)
+    record("no-op", seconds, method="cluster-up", changed=changed, **tag)
+    seconds, _ = cluster_up("-e", f"debug_mode={mode}", env=strategy_env)
+    record("mode switch", seconds, method="cluster-up", to=mode, **tag)
+    if strategy:
+        return
     # Levers, each measured once by turning it off for a no-op run.
     for lever, env in LEVERS_OFF.items() if repeat == 0 else ():
         seconds, changed = cluster_up("-e", f"debug_mode={mode}", env=env)
@@ -80,6 +108,10 @@ def by_hand(nodes: Nodes) -> None:
     record("cold", manual(nodes), method="manual", workers=nodes.workers)
 
 
+def limit(nodes: Nodes) -> None:
+    record("cold", manual(nodes, head_alone=True), method="limit", workers=0)
+
+
 def scale(nodes: Nodes) -> None:
     sent = nodes.bytes_sent()
     seconds, _ = cluster_up("-e", "debug_mode=legacy")
@@ -87,10 +119,10 @@ def scale(nodes: Nodes) -> None:
     record("scale", seconds, method="cluster-up", workers=nodes.workers, sent_mb=sent_mb)
 
 
-def taken(what: str, method: str, **details: object) -> int:
+def taken(what: str, **details: object) -> int:
     """How many samples like this the results file already holds (for --resume)."""
     rows = [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
-    wanted = {"what": what, "method": method, **details}
+    wanted = {"what": what, **details}
     return sum(all(row.get(key) == value for key, value in wanted.items()) for row in rows)
 
 
@@ -99,8 +131,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scale", type=int, nargs="+", default=[1, 2, 4], metavar="WORKERS")
     parser.add_argument(
-        "--only-scale", action="store_true",
-        help="only the scale runs; the samples are kept and docs/benchmarks.md is not written",
+        "--parts", nargs="+", choices=PARTS, default=PARTS,
+        help="measure only these; docs/benchmarks.md is written when every part has samples",
     )  # fmt: skip
     parser.add_argument(
         "--resume", action="store_true",
@@ -115,23 +147,28 @@ def main() -> None:
 
     full = Nodes(workers=2, verl=True)
     if not args.resume:
-        if not args.only_scale:
+        if set(args.parts) & set(COLD_ON_FULL_NODES):
             on_fresh_nodes(full, warm_up)
-        on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
-    for repeat in range(0 if args.only_scale else args.repeats):
-        if taken("cold", "cluster-up", workers=full.workers) <= repeat:
-            on_fresh_nodes(full, functools.partial(ours, repeat=repeat))
-        if taken("cold", "ray up") <= repeat:
-            on_fresh_nodes(full, theirs)
-        if taken("cold", "manual") <= repeat:
-            on_fresh_nodes(full, by_hand)
+        if "scale" in args.parts:
+            on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
     for repeat in range(args.repeats):
+        measures = {
+            "ours": functools.partial(ours, repeat=repeat),
+            "mitogen": functools.partial(ours, repeat=repeat, strategy="mitogen"),
+            "ray up": theirs,
+            "manual": by_hand,
+            "limit": limit,
+        }
+        for part, measure in measures.items():
+            if part in args.parts and taken("cold", **COLD_ON_FULL_NODES[part]) <= repeat:
+                on_fresh_nodes(full, measure)
+    for repeat in range(args.repeats if "scale" in args.parts else 0):
         for workers in args.scale:
-            if taken("scale", "cluster-up", workers=workers) <= repeat:
+            if taken("scale", method="cluster-up", workers=workers) <= repeat:
                 on_fresh_nodes(Nodes(workers=workers, verl=False), scale)
 
     print(f"benchmark took {(time.monotonic() - started) / 60:.0f} min", flush=True)
-    if not args.only_scale:
+    if set(args.parts) == set(PARTS):
         report.write(SAMPLES)
 
 
