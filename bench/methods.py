@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import sys
 import time
@@ -21,15 +22,24 @@ WHEELHOUSE = PROJECT / ".cache/wheelhouse"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", re.MULTILINE)
 
 
-def cluster_up(*extra: str, env: dict[str, str] | None = None) -> tuple[float, int]:
-    """Seconds for `cluster-up.yml` on the benchmark nodes, and the tasks it changed."""
+def cluster_up(
+    *extra: str, env: dict[str, str] | None = None, playbook: str = "cluster-up.yml"
+) -> tuple[float, int]:
+    """Seconds for `cluster-up.yml` (or `playbook`) on the benchmark nodes, and the tasks it
+    changed."""
     started = time.monotonic()
     output = run(
-        VENV_BIN / "ansible-playbook", "-i", SSH_INVENTORY, "cluster-up.yml", *extra,
+        VENV_BIN / "ansible-playbook", "-i", SSH_INVENTORY, playbook, *extra,
         env=dict(os.environ, **(env or {})),
     )  # fmt: skip
     seconds = time.monotonic() - started
     return seconds, sum(int(changed) for _, changed in RECAP.findall(output))
+
+
+def controller_cpu() -> float:
+    """CPU seconds this process's finished children used: ansible-playbook and its forks."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def keep_lock_and_archive() -> None:

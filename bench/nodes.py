@@ -101,6 +101,7 @@ class Nodes:
             ansible_ssh_common_args=SSH_OPTIONS,
         )
         for group in inventory["ray_cluster"]["children"].values():
+            group["hosts"] = group["hosts"] or {}  # a cluster of the head alone
             for name in group["hosts"]:
                 group["hosts"][name] = {"ansible_host": self.address(name)}
         SSH_INVENTORY.write_text(yaml.safe_dump(inventory))

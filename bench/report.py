@@ -49,10 +49,15 @@ def stat(rows: list[dict], **match: object) -> Stat:
     return Stat(samples)
 
 
-def sent_mb(rows: list[dict], **match: object) -> Stat:
-    """Megabytes the controller sent in the scale runs that match."""
-    return Stat([row["sent_mb"] for row in rows if row["what"] == "scale" and all(
-        row.get(k) == v for k, v in match.items())])  # fmt: skip
+def measured(rows: list[dict], key: str, **match: object) -> Stat:
+    """Another measure than seconds (`sent_mb`, `cpu_s`) of the samples that match."""
+    return Stat([row[key] for row in rows if all(row.get(k) == v for k, v in match.items())])
+
+
+def slope(values: dict[int, Stat]) -> float:
+    """What each unit more adds, from the medians at the smallest and the largest count."""
+    low, high = min(values), max(values)
+    return (values[high].median - values[low].median) / (high - low)
 
 
 def machine() -> str:
@@ -109,10 +114,15 @@ def write(samples: Path) -> None:
     rerun = stat(rows, what="re-run", method="ray up")
     counts = sorted({row["workers"] for row in rows if row["what"] == "scale"})
     scale = {count: stat(rows, what="scale", workers=count) for count in counts}
-    sent = {count: sent_mb(rows, workers=count) for count in counts}
-    per_worker = Stat(
-        [(sent[counts[-1]].median - sent[counts[0]].median) / (counts[-1] - counts[0])]
-    )
+    sent = {count: measured(rows, "sent_mb", what="scale", workers=count) for count in counts}
+    per_worker = Stat([slope(sent)])
+    sizes = sorted({row["nodes"] for row in rows if row["what"] == "light"})
+    light = {
+        what: {size: stat(rows, what=what, nodes=size) for size in sizes}
+        for what in ("light", "light no-op")
+    }
+    light_cpu = {size: measured(rows, "cpu_s", what="light", nodes=size) for size in sizes}
+    light_sent = {size: measured(rows, "sent_mb", what="light", nodes=size) for size in sizes}
     one = scale[counts[0]]
     levers = sorted({row["without"] for row in rows if row.get("without")})
     noop_changes = sorted({row["changed"] for row in rows if row["what"] == "no-op"})
@@ -129,8 +139,8 @@ def write(samples: Path) -> None:
         f"- Run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, on commit {COMMIT.read_text().strip()}",
         f"- Machine: {machine()}",
         "- Nodes: systemd containers of the sandbox image on one Docker network, reached over",
-        "  SSH by all three methods (ControlPersist and pipelining for Ansible, per",
-        "  `ansible.cfg`). All nodes share the machine's CPUs.",
+        "  SSH by every method (ControlPersist and pipelining for Ansible, per `ansible.cfg`).",
+        "  All nodes share the machine's CPUs.",
         "- Installed: Ray 2.60.0 + debugpy + verl 0.9.1 (CPU torch) from the same lock and the",
         "  same warm wheelhouse archive: cluster-up sends it to the head, which serves the",
         "  workers; `ray up` and the manual sequence copy it to every node. All three install",
@@ -178,6 +188,8 @@ def write(samples: Path) -> None:
         "",
         "## Strategy: Mitogen for Ansible (`mitogen_linear`), the same nodes and sequence",
         "",
+        "Not the default: [performance.md](performance.md) says why and how to turn it on.",
+        "",
         "| measurement | linear (default) | Mitogen | Mitogen / linear |",
         "|---|---|---|---|",
         *(
@@ -207,6 +219,26 @@ def write(samples: Path) -> None:
         f"{verdict(per_worker, sent[counts[0]], 0.1)}, {per_worker.median:.0f} MB per worker.",
         "",
         "![cold cluster-up time against worker count](benchmarks.png)",
+        "",
+        "## Scale without Ray: light nodes, systemd and sshd only",
+        "",
+        "cluster-up's plays that install nothing (`bench/light.yml`: validation, facts, the",
+        "firewall, Ray's units and token), from bare nodes and then again. Controller CPU:",
+        "user and system seconds of `ansible-playbook` and its forks in the first run.",
+        "",
+        "| nodes | first run | again (no-op) | controller CPU, first run | MB from controller |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {size} | {light['light'][size].cell()} | {light['light no-op'][size].cell()} "
+            f"| {light_cpu[size].median:.1f} s | {light_sent[size].median:.1f} |"
+            for size in sizes
+        ),
+        "",
+        f"Each node beyond the first adds {slope(light['light']):.2f} s of wall time, "
+        f"{slope(light_cpu):.2f} s of controller CPU",
+        f"and {slope(light_sent):.2f} MB sent in the first run; {slope(light['light no-op']):.2f} s"
+        " of wall time in the no-op.",
+        "[scale.md](scale.md) reads these figures.",
         "",
     ]
     DOC.write_text("\n".join(lines))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import report
-from bench.methods import cluster_up, keep_lock_and_archive, manual, ray_up
+from bench.methods import cluster_up, controller_cpu, keep_lock_and_archive, manual, ray_up
 from bench.nodes import RESULTS, Nodes, run
 
 SAMPLES = RESULTS / "results.jsonl"
@@ -32,7 +32,9 @@ COLD_ON_FULL_NODES: dict[str, dict[str, object]] = {
     "manual": {"method": "manual"},
     "limit": {"method": "limit"},
 }
-PARTS = (*COLD_ON_FULL_NODES, "scale")
+PARTS = (*COLD_ON_FULL_NODES, "scale", "light")
+# Nodes, the head included, of the light runs: what the controller pays per node.
+LIGHT_NODES = (1, 4, 8, 16)
 # Each repeat switches once, alternating, so the switches are split between directions.
 SWITCH_TO = ("post_mortem", "legacy")
 
@@ -119,6 +121,19 @@ def scale(nodes: Nodes) -> None:
     record("scale", seconds, method="cluster-up", workers=nodes.workers, sent_mb=sent_mb)
 
 
+def light(nodes: Nodes) -> None:
+    """cluster-up's plays that install nothing (bench/light.yml) on nodes with nothing but
+    systemd and sshd, cold and then again: wall time, controller CPU, bytes sent."""
+    for what in ("light", "light no-op"):
+        sent, cpu = nodes.bytes_sent(), controller_cpu()
+        seconds, _ = cluster_up("-e", "debug_mode=legacy", playbook="bench/light.yml")
+        record(
+            what, seconds, method="cluster-up", nodes=len(nodes.names),
+            cpu_s=round(controller_cpu() - cpu, 1),
+            sent_mb=round((nodes.bytes_sent() - sent) / 2**20, 1),
+        )  # fmt: skip
+
+
 def taken(what: str, **details: object) -> int:
     """How many samples like this the results file already holds (for --resume)."""
     rows = [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
@@ -140,9 +155,13 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
+    commit = run("git", "rev-parse", "--short", "HEAD").strip()
     if not args.resume:
         SAMPLES.write_text("")
-        report.COMMIT.write_text(run("git", "rev-parse", "--short", "HEAD"))
+        report.COMMIT.write_text(commit)
+    elif commit not in report.COMMIT.read_text():
+        # The report names every commit its samples were taken on.
+        report.COMMIT.write_text(f"{report.COMMIT.read_text().strip()}, resumed on {commit}")
     started = time.monotonic()
 
     full = Nodes(workers=2, verl=True)
@@ -166,6 +185,11 @@ def main() -> None:
         for workers in args.scale:
             if taken("scale", method="cluster-up", workers=workers) <= repeat:
                 on_fresh_nodes(Nodes(workers=workers, verl=False), scale)
+
+    for repeat in range(args.repeats if "light" in args.parts else 0):
+        for count in LIGHT_NODES:
+            if taken("light", nodes=count) <= repeat:
+                on_fresh_nodes(Nodes(workers=count - 1, verl=False), light)
 
     print(f"benchmark took {(time.monotonic() - started) / 60:.0f} min", flush=True)
     if set(args.parts) == set(PARTS):
