@@ -129,5 +129,5 @@ RUNBOOK = [
 
 # Not run by any test, and why.
 NOT_RUN = {
-    "make bench": "takes about an hour; its figures are docs/benchmarks.md, never test asserts",
+    "make bench": "takes about 90 minutes; its figures are docs/benchmarks.md, never test asserts",
 }
