@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 from bench.nodes import PROJECT, RESULTS, SSH_INVENTORY, Nodes, run
 
@@ -20,20 +21,37 @@ ARCHIVE = RESULTS / "wheelhouse.tar"
 LOCK = RESULTS / "requirements.lock"
 WHEELHOUSE = PROJECT / ".cache/wheelhouse"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", re.MULTILINE)
+# Every task's seconds in the recap of ansible.posix.profile_tasks, longest first.
+PROFILE_TASKS = {
+    "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
+    "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
+    "PROFILE_TASKS_SORT_ORDER": "descending",
+}
+TASK_SECONDS = re.compile(r"^(.*?) -{3,} (\d+\.\d\d)s$", re.MULTILINE)
+
+
+class Run(NamedTuple):
+    seconds: float
+    changed: int
+    # (task name, seconds), longest first; a task that ran in several plays is listed for each.
+    tasks: list[tuple[str, float]]
 
 
 def cluster_up(
     *extra: str, env: dict[str, str] | None = None, playbook: str = "cluster-up.yml"
-) -> tuple[float, int]:
-    """Seconds for `cluster-up.yml` (or `playbook`) on the benchmark nodes, and the tasks it
-    changed."""
+) -> Run:
+    """`cluster-up.yml` (or `playbook`) on the benchmark nodes: its seconds, the tasks it
+    changed and what each task took."""
     started = time.monotonic()
     output = run(
         VENV_BIN / "ansible-playbook", "-i", SSH_INVENTORY, playbook, *extra,
-        env=dict(os.environ, **(env or {})),
+        env={**os.environ, **PROFILE_TASKS, **(env or {})},
     )  # fmt: skip
-    seconds = time.monotonic() - started
-    return seconds, sum(int(changed) for _, changed in RECAP.findall(output))
+    return Run(
+        seconds=time.monotonic() - started,
+        changed=sum(int(changed) for _, changed in RECAP.findall(output)),
+        tasks=[(name, float(seconds)) for name, seconds in TASK_SECONDS.findall(output)],
+    )
 
 
 def controller_cpu() -> float:

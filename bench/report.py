@@ -60,6 +60,32 @@ def slope(values: dict[int, Stat]) -> float:
     return (values[high].median - values[low].median) / (high - low)
 
 
+def where_the_time_goes(rows: list[dict]) -> list[str]:
+    """The first repeat's cold run, no-op and switch, task by task (profile_tasks)."""
+    profiles = {row["of"]: row for row in rows if row["what"] == "profile"}
+    lines = [
+        "## Where the time goes: the first repeat's runs, task by task",
+        "",
+        "Each task's wall time for all nodes together (`ansible.posix.profile_tasks`). A task",
+        "that reaches the nodes costs 0.25 s or more here; most shorter ones run on the",
+        "controller alone (asserts, facts, validation).",
+        "",
+        "| run | tasks of 0.25 s or more | shorter tasks |",
+        "|---|---|---|",
+    ]
+    for of, row in profiles.items():
+        long = [seconds for _, seconds in row["tasks"] if seconds >= 0.25]
+        short = [seconds for _, seconds in row["tasks"] if seconds < 0.25]
+        lines.append(
+            f"| {of} ({row['seconds']:.0f} s) | {len(long)} tasks, {sum(long):.0f} s "
+            f"| {len(short)} tasks, {sum(short):.1f} s |"
+        )
+    for of, row in profiles.items():
+        lines += ["", f"The longest tasks of the {of}:", "", "| task | s |", "|---|---|"]
+        lines += [f"| {name} | {seconds:.1f} |" for name, seconds in row["tasks"][:8]]
+    return [*lines, ""]
+
+
 def machine() -> str:
     cpu = next(
         (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -186,6 +212,7 @@ def write(samples: Path) -> None:
             for lever in levers
         ),
         "",
+        *where_the_time_goes(rows),
         "## Strategy: Mitogen for Ansible (`mitogen_linear`), the same nodes and sequence",
         "",
         "Not the default: [performance.md](performance.md) says why and how to turn it on.",
