@@ -23,16 +23,6 @@ LEVERS_OFF = {
     "SSH pipelining": {"ANSIBLE_PIPELINING": "False"},
     "ControlPersist": {"ANSIBLE_SSH_ARGS": "-o ControlMaster=no"},
 }
-# The parts a run can be limited to; each but scale starts with a cold run on the full nodes,
-# whose sample says whether it was taken (for --resume).
-COLD_ON_FULL_NODES: dict[str, dict[str, object]] = {
-    "ours": {"method": "cluster-up", "strategy": None},
-    "mitogen": {"method": "cluster-up", "strategy": "mitogen"},
-    "ray up": {"method": "ray up"},
-    "manual": {"method": "manual"},
-    "limit": {"method": "limit"},
-}
-PARTS = (*COLD_ON_FULL_NODES, "scale", "light")
 # Nodes, the head included, of the light runs: what the controller pays per node.
 LIGHT_NODES = (1, 4, 8, 16)
 # Each repeat switches once, alternating, so the switches are split between directions.
@@ -92,7 +82,7 @@ def ours(nodes: Nodes, repeat: int, strategy: str | None = None) -> None:
     # Where the time goes, from the first repeat: docs/performance.md reads it.
     if repeat == 0:
         for what, measured in (("cold", cold), ("no-op", noop), ("mode switch", switch)):
-            record("profile", measured.seconds, of=what, tasks=measured.tasks)
+            record("profile", measured.seconds, method="cluster-up", of=what, tasks=measured.tasks)
     # Levers, each measured once by turning it off for a no-op run.
     for lever, env in LEVERS_OFF.items() if repeat == 0 else ():
         off = cluster_up("-e", f"debug_mode={mode}", env=env)
@@ -103,7 +93,7 @@ def ours(nodes: Nodes, repeat: int, strategy: str | None = None) -> None:
            workers=bigger.workers)  # fmt: skip
 
 
-def theirs(nodes: Nodes) -> None:
+def theirs(nodes: Nodes, repeat: int) -> None:
     # The local provider keeps node state on this machine: bare nodes must not look set up.
     RAY_UP_STATE.unlink(missing_ok=True)
     record("cold", ray_up(nodes), method="ray up", workers=nodes.workers)
@@ -111,12 +101,26 @@ def theirs(nodes: Nodes) -> None:
     record("re-run", ray_up(nodes), method="ray up")
 
 
-def by_hand(nodes: Nodes) -> None:
+def by_hand(nodes: Nodes, repeat: int) -> None:
     record("cold", manual(nodes), method="manual", workers=nodes.workers)
 
 
-def limit(nodes: Nodes) -> None:
+def limit(nodes: Nodes, repeat: int) -> None:
     record("cold", manual(nodes, head_alone=True), method="limit", workers=0)
+
+
+# The parts that start with a cold run on the full nodes: what measures each, and what its
+# samples carry (a taken cold run tells --resume the repeat is done).
+ON_FULL_NODES: dict[str, tuple[Callable[[Nodes, int], None], dict[str, object]]] = {
+    "ours": (ours, {"method": "cluster-up", "strategy": None}),
+    "mitogen": (functools.partial(ours, strategy="mitogen"), {"strategy": "mitogen"}),
+    "ray up": (theirs, {"method": "ray up"}),
+    "manual": (by_hand, {"method": "manual"}),
+    "limit": (limit, {"method": "limit"}),
+}
+# The samples of the parts on nodes of their own, by what they record.
+ON_OWN_NODES = {"scale": ("scale",), "light": ("light", "light no-op")}
+PARTS = (*ON_FULL_NODES, *ON_OWN_NODES)
 
 
 def scale(nodes: Nodes) -> None:
@@ -139,11 +143,32 @@ def light(nodes: Nodes) -> None:
         )  # fmt: skip
 
 
+def load() -> list[dict]:
+    return [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
+
+
+def matches(row: dict, **wanted: object) -> bool:
+    return all(row.get(key) == value for key, value in wanted.items())
+
+
+def part_of(row: dict) -> str:
+    for part, whats in ON_OWN_NODES.items():
+        if row["what"] in whats:
+            return part
+    return next(part for part, (_, carries) in ON_FULL_NODES.items() if matches(row, **carries))
+
+
 def taken(what: str, **details: object) -> int:
     """How many samples like this the results file already holds (for --resume)."""
-    rows = [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
-    wanted = {"what": what, **details}
-    return sum(all(row.get(key) == value for key, value in wanted.items()) for row in rows)
+    return sum(matches(row, what=what, **details) for row in load())
+
+
+def retake(parts: list[str], commit: str) -> None:
+    """Drop these parts' samples, so that a resumed run measures them again on this commit."""
+    kept = [row for row in load() if part_of(row) not in parts]
+    SAMPLES.write_text("".join(json.dumps(row) + "\n" for row in kept))
+    taken_on = f"{', '.join(parts)} retaken on {commit}"
+    report.COMMIT.write_text(f"{report.COMMIT.read_text().strip()}; {taken_on}")
 
 
 def main() -> None:
@@ -158,12 +183,20 @@ def main() -> None:
         "--resume", action="store_true",
         help="keep the samples taken and take only the missing ones (after a failed run)",
     )  # fmt: skip
+    parser.add_argument(
+        "--retake", nargs="+", choices=PARTS, default=[],
+        help="with --resume: measure these parts again, dropping their samples",
+    )  # fmt: skip
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     commit = run("git", "rev-parse", "--short", "HEAD").strip()
+    if args.retake and not args.resume:
+        parser.error("--retake measures parts again in a run that keeps the others: add --resume")
     if not args.resume:
         SAMPLES.write_text("")
         report.COMMIT.write_text(commit)
+    elif args.retake:
+        retake(args.retake, commit)
     elif commit not in report.COMMIT.read_text():
         # The report names every commit its samples were taken on.
         report.COMMIT.write_text(f"{report.COMMIT.read_text().strip()}, resumed on {commit}")
@@ -171,21 +204,14 @@ def main() -> None:
 
     full = Nodes(workers=2, verl=True)
     if not args.resume:
-        if set(args.parts) & set(COLD_ON_FULL_NODES):
+        if set(args.parts) & set(ON_FULL_NODES):
             on_fresh_nodes(full, warm_up)
         if "scale" in args.parts:
             on_fresh_nodes(Nodes(workers=1, verl=False), warm_up)
     for repeat in range(args.repeats):
-        measures = {
-            "ours": functools.partial(ours, repeat=repeat),
-            "mitogen": functools.partial(ours, repeat=repeat, strategy="mitogen"),
-            "ray up": theirs,
-            "manual": by_hand,
-            "limit": limit,
-        }
-        for part, measure in measures.items():
-            if part in args.parts and taken("cold", **COLD_ON_FULL_NODES[part]) <= repeat:
-                on_fresh_nodes(full, measure)
+        for part, (measure, carries) in ON_FULL_NODES.items():
+            if part in args.parts and taken("cold", **carries) <= repeat:
+                on_fresh_nodes(full, functools.partial(measure, repeat=repeat))
     for repeat in range(args.repeats if "scale" in args.parts else 0):
         for workers in args.scale:
             if taken("scale", method="cluster-up", workers=workers) <= repeat:
