@@ -9,7 +9,7 @@ SANDBOX_INVENTORY := artifacts/ray-sandbox/hosts.yml
 # `make probe`: any cluster's inventory; the sandbox's by default.
 INVENTORY ?= $(SANDBOX_INVENTORY)
 
-.PHONY: setup image lint unit molecule sandbox test clean up down probe bench
+.PHONY: setup image lint unit molecule sandbox test clean up down probe bench docs
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,10 @@ lint: setup
 
 unit: setup
 	pytest tests/unit
+
+# docs/roles.md from the roles' argument specs; a unit test fails when it is stale.
+docs: setup
+	python tools/role_docs.py
 
 molecule: setup image
 	set -e; for scenario in $(SCENARIOS); do molecule test -s $$scenario; done
