@@ -167,8 +167,16 @@ def retake(parts: list[str], commit: str) -> None:
     """Drop these parts' samples, so that a resumed run measures them again on this commit."""
     kept = [row for row in load() if part_of(row) not in parts]
     SAMPLES.write_text("".join(json.dumps(row) + "\n" for row in kept))
-    taken_on = f"{', '.join(parts)} retaken on {commit}"
-    report.COMMIT.write_text(f"{report.COMMIT.read_text().strip()}; {taken_on}")
+    # An earlier retake of the same parts is superseded: the line names where samples are from.
+    segments = [
+        segment
+        for segment in report.COMMIT.read_text().strip().split("; ")
+        if not (
+            " retaken on " in segment
+            and set(segment.split(" retaken on ")[0].split(", ")) <= set(parts)
+        )
+    ]
+    report.COMMIT.write_text("; ".join([*segments, f"{', '.join(parts)} retaken on {commit}"]))
 
 
 def main() -> None:
