@@ -9,28 +9,40 @@ SANDBOX_INVENTORY := artifacts/ray-sandbox/hosts.yml
 # `make probe`: any cluster's inventory; the sandbox's by default.
 INVENTORY ?= $(SANDBOX_INVENTORY)
 
-.PHONY: setup image lint unit molecule sandbox test clean up down probe bench docs
+.PHONY: setup image lint unit molecule sandbox test clean up down probe bench docs \
+	needs-venv needs-docker needs-scans needs-rsync
 
 setup: $(VENV)/.installed
 
+# What the machine lacks, installed (root, Debian or Ubuntu) or named with the command that
+# installs it, before anything runs: tools/prerequisites.sh.
+needs-venv:
+	tools/prerequisites.sh venv
+needs-docker:
+	tools/prerequisites.sh docker debootstrap
+needs-scans:
+	tools/prerequisites.sh nmap ssh
+needs-rsync:
+	tools/prerequisites.sh rsync
+
 # pyproject.toml too: the editable install maps the modules it lists (ray_port_range).
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt pyproject.toml | needs-venv
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -r requirements.txt
 	touch $@
 
 # The node image molecule boots; built without a registry when none answers.
-image:
+image: needs-docker
 	molecule/image/build.sh
 
 up: setup image
-	ansible-playbook playbooks/sandbox-up.yml -e sandbox_workers=$(WORKERS)
+	ansible-playbook playbooks/sandbox_up.yml -e sandbox_workers=$(WORKERS)
 	ansible-playbook -i $(SANDBOX_INVENTORY) cluster-up.yml -e debug_mode=$(MODE)
 
 down: setup
-	ansible-playbook playbooks/sandbox-down.yml
+	ansible-playbook playbooks/sandbox_down.yml
 
 probe: setup
-	ansible-playbook -i $(INVENTORY) playbooks/debug-probe.yml
+	ansible-playbook -i $(INVENTORY) playbooks/debug_probe.yml
 
 lint: setup
 	yamllint --strict .
@@ -46,18 +58,17 @@ unit: setup
 docs: setup
 	python tools/role_docs.py
 
-molecule: setup image
+molecule: setup image needs-scans
 	set -e; for scenario in $(SCENARIOS); do molecule test -s $$scenario; done
 
 # `make up` / `make probe` / `make down` as a newcomer runs them.
-sandbox: setup image
+sandbox: setup image needs-scans
 	pytest tests/sandbox
 
 test: lint unit molecule sandbox
 
 # Timings live here, never in tests: writes docs/benchmarks.md and docs/benchmarks.png.
-bench: setup image
-	command -v rsync >/dev/null || (apt-get update -qq && apt-get install -y -qq rsync >/dev/null)
+bench: setup image needs-rsync
 	pip install --quiet -r bench/requirements.txt
 	python -m bench.run $(BENCH_ARGS)
 

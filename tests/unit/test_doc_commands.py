@@ -97,8 +97,15 @@ def test_sample_inventory(tmp_path: Path) -> None:
 
 
 def test_ci_runs_make_test() -> None:
+    """CI runs the README's command and nothing besides: what a fresh machine lacks, make
+    installs itself (tools/prerequisites.sh)."""
     assert "make test" in commands((PROJECT / "README.md").read_text())
-    assert "make test" in (PROJECT / ".ci/run").read_text().splitlines()
+    steps = [
+        line
+        for line in (PROJECT / ".ci/run").read_text().splitlines()
+        if line.strip() and not line.startswith(("#", "set ", "cd "))
+    ]
+    assert steps == ["exec make test"]
 
 
 def test_only_the_benchmark_goes_unrun() -> None:
