@@ -61,7 +61,7 @@ class Nodes:
             run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", KEY)
         run(
             "ansible-playbook",
-            "playbooks/sandbox-up.yml",
+            "playbooks/sandbox_up.yml",
             "-e",
             json.dumps(
                 {
@@ -90,7 +90,7 @@ class Nodes:
         return int(Path(f"/sys/class/net/br-{network[:12]}/statistics/tx_bytes").read_text())
 
     def destroy(self) -> None:
-        run("ansible-playbook", "playbooks/sandbox-down.yml", "-e", f"sandbox_name={NAME}")
+        run("ansible-playbook", "playbooks/sandbox_down.yml", "-e", f"sandbox_name={NAME}")
 
     def _write_ssh_inventory(self) -> None:
         inventory = yaml.safe_load(SANDBOX_INVENTORY.read_text())

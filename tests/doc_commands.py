@@ -80,7 +80,7 @@ README = [
     Covered(r"make down$", "tests/sandbox/test_make_up.py::test_make_down_removes_the_sandbox"),
     Covered(r"source |export RAY_AUTH_MODE=|ray job submit |ray-breakpoints ", SANDBOX_JOB),
     Covered(
-        r"ansible-playbook -i artifacts/ray-sandbox/hosts.yml playbooks/collective-check.yml$",
+        r"ansible-playbook -i artifacts/ray-sandbox/hosts.yml playbooks/collective_check.yml$",
         "tests/sandbox/test_make_up.py::test_readme_collective_check",
     ),
     Covered(
@@ -99,7 +99,17 @@ README = [
         r"ansible-playbook -i inventory/mycluster/hosts.yml cluster-down.yml",
         f"{MOLECULE}/test_teardown.py::downed",
     ),
+    Covered(
+        r"ansible-playbook -i inventory/mycluster/hosts.yml cluster-up.yml --tags ",
+        f"{MOLECULE}/test_tags.py::test_a_tagged_run_repairs_its_slice_and_restarts_nothing",
+    ),
     Covered(r"make test$", f"{UNIT}::test_ci_runs_make_test"),
+    # The collection's way in: the online scenario's converge runs these from outside.
+    Covered(
+        r"ansible-galaxy collection (build|install) |"
+        r"ansible-playbook -i inventory/mycluster/hosts.yml site.yml$",
+        "molecule/online/outside.py::up_from_outside",
+    ),
 ]
 
 # Every command block of a rendered RUNBOOK.md, in either debug mode; its commands name this
@@ -108,11 +118,11 @@ RUNBOOK = [
     Covered(r"export RAY_AUTH_MODE=", f"{MOLECULE}/test_runbook.py::run_printed"),
     Covered(r"cd /", f"{MOLECULE}/test_runbook.py::run_printed"),
     Covered(
-        r"ansible-playbook -i \S+ playbooks/debug-probe.yml$",
+        r"ansible-playbook -i \S+ playbooks/debug_probe.yml$",
         f"{MOLECULE}/test_runbook.py::test_probe_as_printed",
     ),
     Covered(
-        r"ansible-playbook -i \S+ playbooks/collective-check.yml$",
+        r"ansible-playbook -i \S+ playbooks/collective_check.yml$",
         f"{MOLECULE}/test_data_path.py::collective_check",
     ),
     Covered(

@@ -52,7 +52,7 @@ echo "== cluster-up (post_mortem), ending with the GPU proof: CUDA against nvidi
 ansible-playbook -i "$inventory" cluster-up.yml -e debug_mode=post_mortem -e "$settings" "$@"
 
 echo "== NCCL all-reduce on the GPUs ($gpus: $([ "$gpus" -ge 2 ] && echo 2 || echo 1) ranks)"
-ansible-playbook -i "$inventory" playbooks/collective-check.yml -e "$settings" "$@"
+ansible-playbook -i "$inventory" playbooks/collective_check.yml -e "$settings" "$@"
 
 echo "== debug-readiness probe (a post-mortem pause attached over DAP)"
-ansible-playbook -i "$inventory" playbooks/debug-probe.yml -e "$settings" "$@"
+ansible-playbook -i "$inventory" playbooks/debug_probe.yml -e "$settings" "$@"

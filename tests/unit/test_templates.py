@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.doc_commands import commands
+
 PROJECT = Path(__file__).resolve().parents[2]
 TEMPLATES = [
     "ray_service/templates/ray.service.j2",
@@ -62,6 +64,11 @@ def rendered_with_infiniband(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def rendered_without_auth(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return render(tmp_path_factory.mktemp("no_auth"), ray_auth_mode="disabled")
+
+
+@pytest.fixture(scope="module")
+def rendered_from_collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return render(tmp_path_factory.mktemp("collection"), runbook_from_collection=True)
 
 
 def read(rendered: Path, mode: str, name: str) -> str:
@@ -155,6 +162,21 @@ def test_runbook_says_how_to_attach_in_this_mode_only(rendered: Path, mode: str)
     assert f"| Debug mode | **{mode}** |" in runbook
     for other, words in ATTACH_HOW.items():
         assert (words in runbook) == (other == mode), other
+
+
+def test_runbook_from_the_collection_prints_only_what_runs_there(
+    rendered: Path, rendered_from_collection: Path
+) -> None:
+    """The collection carries cluster-up.yml and cluster-down.yml but not the controller tools
+    of the probe and the collective check: those are named, not printed as commands to run."""
+    from_checkout = commands(read(rendered, "legacy", "RUNBOOK.md"))
+    runbook = read(rendered_from_collection, "legacy", "RUNBOOK.md")
+    from_collection = commands(runbook)
+    assert any("playbooks/debug_probe.yml" in command for command in from_checkout)
+    assert [command for command in from_collection if "playbooks/" in command] == []
+    assert [command for command in from_checkout if "playbooks/" not in command] == from_collection
+    assert "from the installed collection that made this cluster" in runbook
+    assert "run them from a\nray-cluster checkout" in runbook
 
 
 def test_runbook_draws_the_cluster_for_mermaid(rendered: Path) -> None:

@@ -18,7 +18,7 @@ STAND_IN_GPUS = "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4
 
 def collective_check(cluster: Cluster, *extra: str) -> subprocess.CompletedProcess:
     """The runbook's collective-check command, as printed, with `extra` arguments."""
-    printed = printed_command(cluster, r"ansible-playbook -i \S+ playbooks/collective-check.yml")
+    printed = printed_command(cluster, r"ansible-playbook -i \S+ playbooks/collective_check.yml")
     # A check that hangs instead of failing is the defect this guards against.
     return run_printed(cluster, " ".join([printed, *map(shlex.quote, extra)]), timeout=600)
 

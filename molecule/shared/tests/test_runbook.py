@@ -207,7 +207,7 @@ def test_submit_and_read_logs(cluster: Cluster, tmp_path: Path) -> None:
 @pytest.mark.faults
 def test_probe_as_printed(cluster: Cluster) -> None:
     probe = run_printed(
-        cluster, printed_command(cluster, r"ansible-playbook -i \S+ playbooks/debug-probe")
+        cluster, printed_command(cluster, r"ansible-playbook -i \S+ playbooks/debug_probe")
     )
     assert probe.returncode == 0, probe.stdout[-4000:] + probe.stderr[-2000:]
     for worker in cluster.worker_ips:

@@ -16,7 +16,7 @@ from ansible.errors import AnsibleFilterError
 
 # Ansible loads filter plugins by path, never from sys.path; the grammar ships to the nodes
 # with the debugger port-range hook, so ray_python owns the file.
-_GRAMMAR_DIR = str(Path(__file__).resolve().parents[2] / "ray_python" / "files")
+_GRAMMAR_DIR = str(Path(__file__).resolve().parents[2] / "roles" / "ray_python" / "files")
 if _GRAMMAR_DIR not in sys.path:
     sys.path.insert(0, _GRAMMAR_DIR)
 import ray_port_range  # noqa: E402

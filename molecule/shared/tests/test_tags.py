@@ -1,0 +1,67 @@
+"""A run with --tags re-applies one slice of cluster-up and leaves the cluster whole.
+
+README.md's tagged command, by its text, after the slice's own file was removed: the run puts
+it back, changes nothing outside the slice's role, and restarts no Ray (every node keeps its
+node ID and its raylet's PID). Validation and the node facts run with any tag, so the slice
+works from the same facts a full run has.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from conftest import PROJECT, Cluster, alive_nodes
+from test_mode_switch import README_INVENTORY, converge
+from test_nodes import ray_main_pid
+from test_runbook import commands
+
+NODES = ("rc-head", "rc-worker1", "rc-worker2")
+
+
+def tagged_command(tag: str) -> str:
+    [text] = [
+        text
+        for text in commands((PROJECT / "README.md").read_text())
+        if re.match(r"ansible-playbook -i \S+ cluster-up.yml --tags \w+$", text)
+    ]
+    return re.sub(r"--tags \w+$", f"--tags {tag}", text).replace(
+        README_INVENTORY, os.environ["MOLECULE_INVENTORY_FILE"]
+    )
+
+
+def changed_tasks(report: dict) -> set[str]:
+    """Full names (ROLE : task) of the tasks that changed something on any host."""
+    return {
+        task["task"]["name"]
+        for play in report["plays"]
+        for task in play["tasks"]
+        if any(result.get("changed") for result in task["hosts"].values())
+    }
+
+
+@pytest.mark.parametrize("tag", ["ray_firewall", "runbook"])
+def test_a_tagged_run_repairs_its_slice_and_restarts_nothing(
+    cluster: Cluster, host_of, tag: str
+) -> None:
+    worker = host_of("rc-worker1")
+    rules = "/etc/ray-cluster/firewall.nft"
+    runbook = cluster.artifacts / "RUNBOOK.md"
+    kept = {"ray_firewall": worker.file(rules).content_string, "runbook": runbook.read_text()}
+    pids = {name: ray_main_pid(host_of(name)) for name in NODES}
+    nodes = alive_nodes(cluster)
+    if tag == "ray_firewall":
+        worker.run(f"rm {rules}")
+    else:
+        runbook.unlink()
+
+    report, _ = converge(tagged_command(tag))
+
+    changed = changed_tasks(report)
+    assert changed, "the removed file was not put back"
+    assert {name.split(" : ")[0] for name in changed} == {f"verl_debug.cluster.{tag}"}, changed
+    restored = worker.file(rules).content_string if tag == "ray_firewall" else runbook.read_text()
+    assert restored == kept[tag]
+    assert {name: ray_main_pid(host_of(name)) for name in NODES} == pids
+    assert alive_nodes(cluster) == nodes
