@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from packaging.specifiers import SpecifierSet
 
 # Ansible loads filter plugins by path, never from sys.path; the grammar ships to the nodes
 # with the debugger port-range hook, so ray_python owns the file.
@@ -205,6 +206,17 @@ def verl_fit_shortfalls(nodes: Iterable[Mapping[str, Any]], per_gpu: int) -> lis
                 f"{gpus} x {per_gpu} = {gpus * per_gpu} CPUs"
             )
     return short
+
+
+def pythons_outside(nodes: Iterable[Mapping[str, Any]], requires: str) -> list[str]:
+    """ "HOST: Python X.Y" for each node whose Python falls outside `requires`, a package's
+    Requires-Python ("<3.13,>=3.10")."""
+    supported = SpecifierSet(requires)
+    return [
+        f"{node['inventory_hostname']}: Python {node['ray_node_python']['version']}"
+        for node in nodes
+        if node["ray_node_python"]["version"] not in supported
+    ]
 
 
 def debugger_proof_problems(
@@ -415,5 +427,6 @@ class FilterModule:
             "ray_node_record": node_record,
             "ray_debugger_port_shortfalls": debugger_port_shortfalls,
             "ray_verl_fit_shortfalls": verl_fit_shortfalls,
+            "ray_pythons_outside": pythons_outside,
             "ray_debugger_proof_problems": debugger_proof_problems,
         }

@@ -231,6 +231,15 @@ def test_verl_fit_needs_colocated_cpus_on_gpu_nodes_only() -> None:
     assert filters.verl_fit_shortfalls(nodes, 2) == []
 
 
+def test_pythons_outside_names_each_node_verl_cannot_run_on() -> None:
+    nodes = [
+        {"inventory_hostname": host, "ray_node_python": {"version": version}}
+        for host, version in (("old", "3.9"), ("ok", "3.12"), ("new", "3.13"))
+    ]
+    assert filters.pythons_outside(nodes, ">=3.10,<3.13") == ["old: Python 3.9", "new: Python 3.13"]
+    assert filters.pythons_outside(nodes, ">=3.9") == []
+
+
 def test_nccl_env_without_rdma_disables_ib() -> None:
     assert filters.nccl_env("WARN", [], [], "") == {"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1"}
 

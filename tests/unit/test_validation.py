@@ -15,6 +15,8 @@ import yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
 UNREACHABLE = {"ansible_host": "192.0.2.1", "ansible_connection": "ssh", "ansible_timeout": 1}
+# The play that makes the first change on a node: a refusal must come before it.
+INSTALL_PLAY = "PLAY [Install and configure nodes]"
 
 
 def inventory(head: list[str], workers: list[str], **variables: object) -> dict:
@@ -239,12 +241,12 @@ def local_nodes(**worker_vars: object) -> dict:
     return data
 
 
-def python_reporting_3_12(tmp_path: Path) -> Path:
-    """A node 'Python' whose probe answers 3.12 with 16 CPUs: the facts play stops on it."""
-    fake_python = tmp_path / "python3.12"
+def python_reporting(tmp_path: Path, version: str = "3.12") -> Path:
+    """A node 'Python' whose probe answers `version` with 16 CPUs."""
+    fake_python = tmp_path / f"python{version}"
     fake_python.write_text(
         "#!/bin/sh\necho '"
-        '{"version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 16,'
+        f'{{"version": "{version}", "machine": "x86_64", "glibc": "2.36", "cpus": 16,'
         ' "rdma": {"infiniband": [], "roce": [], "roce_gid_index": null}}'
         "'\n"
     )
@@ -252,13 +254,40 @@ def python_reporting_3_12(tmp_path: Path) -> Path:
     return fake_python
 
 
+def test_the_install_play_named_above_exists() -> None:
+    """The refusals below assert this play never started: a renamed play must fail here."""
+    assert (
+        INSTALL_PLAY.removeprefix("PLAY [").removesuffix("]")
+        in (PROJECT / "playbooks/cluster_up.yml").read_text()
+    )
+
+
+def test_a_python_verl_does_not_support_is_refused_naming_the_nodes(tmp_path: Path) -> None:
+    """Every node on Python 3.13 (one Python, so Ray could run): verl 0.9.1 supports
+    >=3.10,<3.13, so the facts play refuses, naming each node; without verl it goes on."""
+    nodes = local_nodes(ray_python_interpreter=str(python_reporting(tmp_path, "3.13")))
+    nodes["ray_cluster"]["vars"]["ray_python_interpreter"] = str(python_reporting(tmp_path, "3.13"))
+    nodes["ray_cluster"]["children"]["ray_head"]["hosts"]["n1"].pop("ray_python_interpreter")
+    nodes["ray_cluster"]["children"]["ray_workers"]["hosts"]["n2"].pop("ray_python_interpreter")
+    run = cluster_up(tmp_path, nodes, "--check")
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert INSTALL_PLAY not in output
+    assert "verl 0.9.1 supports Python >=3.10,<3.13, but n1: Python 3.13, n2: Python 3.13" in output
+    assert "or set verl_install: false" in output
+    without_verl = cluster_up(tmp_path, nodes, "--check", "-e", "verl_install=false")
+    output = " ".join((without_verl.stdout + without_verl.stderr).split())
+    assert "verl 0.9.1 supports Python" not in output
+    assert INSTALL_PLAY in output, output[-3000:]
+
+
 def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
     """The worker's Python reports 3.12: the read-only facts play refuses."""
-    fake_python = python_reporting_3_12(tmp_path)
+    fake_python = python_reporting(tmp_path)
     run = cluster_up(tmp_path, local_nodes(ray_python_interpreter=str(fake_python)), "--check")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
-    assert "PLAY [Install nodes]" not in output
+    assert INSTALL_PLAY not in output
     assert f"n1: Python {sys.version_info.major}.{sys.version_info.minor}" in output, output
     assert "n2: Python 3.12 x86_64" in output
 
@@ -272,7 +301,7 @@ def test_worker_without_gpus_is_refused_when_gpus_are_required(tmp_path: Path) -
     )
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
-    assert "PLAY [Install nodes]" not in output
+    assert INSTALL_PLAY not in output
     assert "ray_require_gpus is set but workers ['n2'] offer no GPUs" in output, output
 
 
@@ -285,7 +314,7 @@ def test_unknown_ray_version_is_refused_before_any_install(tmp_path: Path) -> No
     )
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
-    assert "TASK [ray_python" not in output
+    assert "TASK [verl_debug.cluster.ray_python" not in output
     assert "no version of ray[default]==2.99.0" in output, output[-3000:]
     assert "Check ray_version, verl_version and ray_python_constraints" in output
 
@@ -313,13 +342,13 @@ def test_mixed_gpu_workers_are_refused_when_uniform_gpus_are_required(tmp_path: 
     run = cluster_up(tmp_path, data, "--check", "-e", "ray_require_uniform_gpus=true")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
-    assert "PLAY [Install nodes]" not in output
+    assert INSTALL_PLAY not in output
     assert "GPU models differ: n2: NVIDIA H100; n3: NVIDIA A100" in output, output[-3000:]
     assert "driver versions differ: n2: 550.54.15; n3: 535.104.05" in output
 
 
 def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -> None:
-    fake_python = python_reporting_3_12(tmp_path)
+    fake_python = python_reporting(tmp_path)
     nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=2)
     run = cluster_up(tmp_path, nodes, "-e", "ray_debugger_port_range=52000-52019", "--check")
     output = " ".join((run.stdout + run.stderr).split())
@@ -330,7 +359,7 @@ def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -
 
 
 def test_gpu_node_too_small_for_verl_is_warned_about_or_refused(tmp_path: Path) -> None:
-    fake_python = python_reporting_3_12(tmp_path)
+    fake_python = python_reporting(tmp_path)
     nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=8)
     shortfall = "n2 has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24 CPUs"
     warned = cluster_up(tmp_path, nodes, "--check")
@@ -338,5 +367,5 @@ def test_gpu_node_too_small_for_verl_is_warned_about_or_refused(tmp_path: Path) 
     run = cluster_up(tmp_path, nodes, "--check", "-e", "ray_require_verl_fit=true")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
-    assert "PLAY [Install nodes]" not in output
+    assert INSTALL_PLAY not in output
     assert f"ray_require_verl_fit is set but {shortfall}" in output, output[-3000:]
