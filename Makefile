@@ -58,8 +58,16 @@ unit: setup
 docs: setup
 	python tools/role_docs.py
 
-molecule: setup image needs-scans
-	set -e; for scenario in $(SCENARIOS); do molecule test -s $$scenario; done
+# Each scenario's nodes run Debian 12 (bookworm) unless named here: online runs on Debian 13
+# (Python 3.13: Ray and debugpy, verl refused).
+NODE_SUITE_online := trixie
+
+molecule: setup needs-docker needs-scans
+	set -e; for scenario in $(SCENARIOS); do $(MAKE) --no-print-directory scenario-$$scenario; done
+
+scenario-%: setup needs-docker
+	molecule/image/build.sh $(or $(NODE_SUITE_$*),bookworm)
+	MOLECULE_NODE_SUITE=$(or $(NODE_SUITE_$*),bookworm) molecule test -s $*
 
 # `make up` / `make probe` / `make down` as a newcomer runs them.
 sandbox: setup image needs-scans

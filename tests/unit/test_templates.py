@@ -179,6 +179,16 @@ def test_runbook_from_the_collection_prints_only_what_runs_there(
     assert "run them from a\nray-cluster checkout" in runbook
 
 
+def test_runbook_warns_post_mortem_users_on_python_3_12_and_newer(
+    rendered: Path, tmp_path: Path
+) -> None:
+    late = render(tmp_path, ray_cluster_python={"version": "3.13", "machine": "x86_64"})
+    warning = "Python 3.13 on this cluster:** a crashed task still pauses"
+    assert warning in read(late, "post_mortem", "RUNBOOK.md")
+    assert "on this cluster:**" not in read(late, "legacy", "RUNBOOK.md")
+    assert "on this cluster:**" not in read(rendered, "post_mortem", "RUNBOOK.md")
+
+
 def test_runbook_draws_the_cluster_for_mermaid(rendered: Path) -> None:
     runbook = read(rendered, "legacy", "RUNBOOK.md")
     diagram = runbook.split("```mermaid\n", 1)[1].split("```", 1)[0]

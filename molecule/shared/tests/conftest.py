@@ -40,6 +40,8 @@ class Cluster:
     artifacts: Path
     # None when the scenario does not install verl.
     verl_version: str | None
+    # The nodes' Python (major, minor): one version cluster-wide.
+    python: tuple[int, int]
 
     @property
     def dashboard(self) -> str:
@@ -75,6 +77,12 @@ def cluster() -> Cluster:
         debugger_range=range(low, high + 1),
         artifacts=Path(variables["ray_artifacts_dir"]),
         verl_version=defaults["verl_version"] if variables.get("verl_install", True) else None,
+        python=tuple(
+            int(part)
+            for part in head.check_output(
+                "python3 -c 'import sys; print(*sys.version_info[:2])'"
+            ).split()
+        ),
     )
 
 

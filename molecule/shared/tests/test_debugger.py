@@ -100,7 +100,13 @@ def post_mortem_round_trip(cluster: Cluster, submit, jobs, outsider) -> None:
         assert stopped["body"]["reason"] == "exception"
         thread_id = stopped["body"]["threadId"]
         info = session.exception_info(thread_id)
-        assert "probe crash with answer=42" in str(info)
+        if cluster.python >= (3, 12):
+            # Ray hands debugpy sys.exc_info(), empty where it calls it on Python 3.12+
+            # (ray-project/ray#54044): the pause and the attach work, the exception does not
+            # arrive. cluster-up warns about it; when this fails, Ray fixed it: drop the warning.
+            assert info["exceptionId"] == "exception: type unknown", info
+        else:
+            assert "probe crash with answer=42" in str(info)
         session.continue_(thread_id)
 
     assert wait_for_job(jobs, job_id) == JobStatus.FAILED

@@ -9,9 +9,13 @@ from ray.job_submission import JobStatus
 
 
 def test_tasks_see_runtime_env_interfaces_and_verl(cluster: Cluster, submit, jobs, host_of) -> None:
-    # A model on a home directory (often NFS on GPU clusters): tasks must read it.
+    # A model on a home directory (often NFS on GPU clusters): tasks must read it. Its
+    # directory lets anyone write, so a failed write can only be the read-only mount (homes
+    # themselves may be 0700, as Debian 13 makes them).
     for worker in cluster.worker_ips:
-        host_of(worker).check_output("install -m 0644 /dev/null /home/operator/model.bin")
+        host_of(worker).check_output(
+            "install -d -m 1777 /home/models && install -m 0644 /dev/null /home/models/model.bin"
+        )
     job_id = submit("environment.py", *cluster.worker_ips.values())
     assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED, jobs.get_job_logs(job_id)
     logs = jobs.get_job_logs(job_id)

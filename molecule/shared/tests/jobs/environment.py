@@ -30,7 +30,7 @@ def verl_version() -> str | None:
     return verl.__version__
 
 
-HOME_FILE = "/home/operator/model.bin"
+HOME_FILE = "/home/models/model.bin"
 
 
 def home_access() -> dict[str, object]:

@@ -1,0 +1,48 @@
+"""The nodes run the Debian the Makefile names for the scenario (MOLECULE_NODE_SUITE:
+bookworm, or trixie for online), and on a Python verl does not support, cluster-up refuses
+verl before it changes anything, naming each node and its Python; in post_mortem mode it
+warns first that Ray's post-mortem pauses lose the exception there."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from conftest import Cluster, run_playbook
+from test_nodes import ray_main_pid
+
+testinfra_hosts = ["ansible://ray_cluster"]
+
+SUITE = os.environ.get("MOLECULE_NODE_SUITE", "bookworm")
+NODES = ("rc-head", "rc-worker1", "rc-worker2")
+
+
+def test_node_runs_the_scenarios_debian(host) -> None:
+    assert f"VERSION_CODENAME={SUITE}" in host.file("/etc/os-release").content_string
+    venv_python = host.check_output("/opt/ray-cluster/venv/bin/python -V")
+    assert venv_python.startswith("Python 3."), venv_python
+
+
+def test_verl_is_refused_on_an_unsupported_python(cluster: Cluster, host_of) -> None:
+    """Selected only where the nodes' Python is outside verl's (online, Debian 13)."""
+    pids = {name: ray_main_pid(host_of(name)) for name in NODES}
+    python = host_of("rc-head").check_output(
+        "python3 -c 'import sys; print(*sys.version_info[:2], sep=\".\")'"
+    )
+    run = run_playbook(
+        "ansible-playbook cluster-up.yml -e verl_install=true",
+        ANSIBLE_INVENTORY=os.environ["MOLECULE_INVENTORY_FILE"],
+        # Molecule forces colour, whose codes would split the messages read below.
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_NOCOLOR="1",
+    )
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    nodes = ", ".join(f"{name}: Python {python}" for name in NODES)
+    refusal = rf"verl \S+ supports Python \S+, but {re.escape(nodes)}\."
+    assert re.search(refusal, output), output[-3000:]
+    if cluster.mode == "post_mortem":
+        warned = f"WARNING: debug_mode post_mortem on {nodes}: Ray pauses a crashed task"
+        assert warned in output
+    assert "PLAY [Install and configure nodes]" not in output
+    assert {name: ray_main_pid(host_of(name)) for name in NODES} == pids
