@@ -62,7 +62,7 @@ docs: setup
 # (Python 3.13: Ray and debugpy, verl refused).
 NODE_SUITE_online := trixie
 
-molecule: setup needs-docker needs-scans
+molecule: needs-scans
 	set -e; for scenario in $(SCENARIOS); do $(MAKE) --no-print-directory scenario-$$scenario; done
 
 scenario-%: setup needs-docker

@@ -7,15 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tools.role_docs import load
 
 ROLES = sorted(path for path in (Path(__file__).parents[2] / "roles").iterdir() if path.is_dir())
 # Names the README promises users; they predate the prefix rule.
 PUBLIC_NAMES = {"debug_mode", "cluster_name", "verl_install", "verl_version"}
-
-
-def load(path: Path) -> dict:
-    return yaml.safe_load(path.read_text()) or {} if path.exists() else {}
 
 
 def defaults(role: Path) -> dict:

@@ -265,10 +265,11 @@ def test_the_install_play_named_above_exists() -> None:
 def test_a_python_verl_does_not_support_is_refused_naming_the_nodes(tmp_path: Path) -> None:
     """Every node on Python 3.13 (one Python, so Ray could run): verl 0.9.1 supports
     >=3.10,<3.13, so the facts play refuses, naming each node; without verl it goes on."""
-    nodes = local_nodes(ray_python_interpreter=str(python_reporting(tmp_path, "3.13")))
-    nodes["ray_cluster"]["vars"]["ray_python_interpreter"] = str(python_reporting(tmp_path, "3.13"))
-    nodes["ray_cluster"]["children"]["ray_head"]["hosts"]["n1"].pop("ray_python_interpreter")
-    nodes["ray_cluster"]["children"]["ray_workers"]["hosts"]["n2"].pop("ray_python_interpreter")
+    python_3_13 = str(python_reporting(tmp_path, "3.13"))
+    nodes = with_host_vars(
+        local_nodes(ray_python_interpreter=python_3_13),
+        "ray_head", "n1", ray_python_interpreter=python_3_13,
+    )  # fmt: skip
     run = cluster_up(tmp_path, nodes, "--check")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0

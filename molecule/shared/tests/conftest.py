@@ -28,6 +28,8 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 PROJECT = Path(__file__).resolve().parents[3]
 JOBS = Path(__file__).parent / "jobs"
+# The cluster's nodes in every scenario's inventory (the outsider is not one).
+NODES = ("rc-head", "rc-worker1", "rc-worker2")
 
 
 @dataclass(frozen=True)

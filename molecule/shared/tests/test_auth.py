@@ -16,9 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import Cluster
+from conftest import NODES, Cluster
 
-NODES = ("rc-head", "rc-worker1", "rc-worker2")
 token_mode = pytest.mark.skipif(
     os.environ.get("RAY_AUTH_MODE") != "token", reason="this scenario runs without token auth"
 )

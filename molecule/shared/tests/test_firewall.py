@@ -7,9 +7,8 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from conftest import Cluster, alive_nodes
+from conftest import NODES, Cluster, alive_nodes
 
-NODES = ("rc-head", "rc-worker1", "rc-worker2")
 FULL_SCAN = "nmap -Pn -n -p- -T4 --max-retries 1 --min-rate 20000 -oG -"
 
 

@@ -70,13 +70,18 @@ def documented(source: str, pattern: str, debug_mode: str, cluster: Cluster) -> 
     return re.sub(r"debug_mode=\S+", f"debug_mode={debug_mode}", text)
 
 
-def changed_tasks(report: dict) -> set[str]:
+def changed_task_names(report: dict) -> set[str]:
+    """Full names (ROLE : task) of the tasks that changed something on any host."""
     return {
-        task["task"]["name"].split(" : ", 1)[-1]
+        task["task"]["name"]
         for play in report["plays"]
         for task in play["tasks"]
         if any(result.get("changed") for result in task["hosts"].values())
     }
+
+
+def changed_tasks(report: dict) -> set[str]:
+    return {name.split(" : ", 1)[-1] for name in changed_task_names(report)}
 
 
 def summary_of(report: dict) -> list[str]:

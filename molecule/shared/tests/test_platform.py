@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import re
 
-from conftest import Cluster, run_playbook
+from conftest import NODES, Cluster, run_playbook
 from test_nodes import ray_main_pid
 
 testinfra_hosts = ["ansible://ray_cluster"]
 
 SUITE = os.environ.get("MOLECULE_NODE_SUITE", "bookworm")
-NODES = ("rc-head", "rc-worker1", "rc-worker2")
 
 
 def test_node_runs_the_scenarios_debian(host) -> None:
@@ -26,9 +25,7 @@ def test_node_runs_the_scenarios_debian(host) -> None:
 def test_verl_is_refused_on_an_unsupported_python(cluster: Cluster, host_of) -> None:
     """Selected only where the nodes' Python is outside verl's (online, Debian 13)."""
     pids = {name: ray_main_pid(host_of(name)) for name in NODES}
-    python = host_of("rc-head").check_output(
-        "python3 -c 'import sys; print(*sys.version_info[:2], sep=\".\")'"
-    )
+    python = ".".join(map(str, cluster.python))
     run = run_playbook(
         "ansible-playbook cluster-up.yml -e verl_install=true",
         ANSIBLE_INVENTORY=os.environ["MOLECULE_INVENTORY_FILE"],

@@ -12,12 +12,10 @@ import os
 import re
 
 import pytest
-from conftest import PROJECT, Cluster, alive_nodes
-from test_mode_switch import README_INVENTORY, converge
+from conftest import NODES, PROJECT, Cluster, alive_nodes
+from test_mode_switch import README_INVENTORY, changed_task_names, converge
 from test_nodes import ray_main_pid
 from test_runbook import commands
-
-NODES = ("rc-head", "rc-worker1", "rc-worker2")
 
 
 def tagged_command(tag: str) -> str:
@@ -29,16 +27,6 @@ def tagged_command(tag: str) -> str:
     return re.sub(r"--tags \w+$", f"--tags {tag}", text).replace(
         README_INVENTORY, os.environ["MOLECULE_INVENTORY_FILE"]
     )
-
-
-def changed_tasks(report: dict) -> set[str]:
-    """Full names (ROLE : task) of the tasks that changed something on any host."""
-    return {
-        task["task"]["name"]
-        for play in report["plays"]
-        for task in play["tasks"]
-        if any(result.get("changed") for result in task["hosts"].values())
-    }
 
 
 @pytest.mark.parametrize("tag", ["ray_firewall", "runbook"])
@@ -58,7 +46,7 @@ def test_a_tagged_run_repairs_its_slice_and_restarts_nothing(
 
     report, _ = converge(tagged_command(tag))
 
-    changed = changed_tasks(report)
+    changed = changed_task_names(report)
     assert changed, "the removed file was not put back"
     assert {name.split(" : ")[0] for name in changed} == {f"verl_debug.cluster.{tag}"}, changed
     restored = worker.file(rules).content_string if tag == "ray_firewall" else runbook.read_text()
