@@ -53,12 +53,15 @@ def controller_address(toward: str) -> str:
         return str(probe.getsockname()[0])
 
 
-def apply_facts(report: NodeReport, facts: dict) -> None:
+def apply_facts(report: NodeReport, facts: dict, stand_in: bool = False) -> None:
+    """What the node's Ray said of itself; GPUs that are stand-ins (tests) are marked so."""
     if not facts.get("alive"):
         report.problem = "no alive Ray node with this address: run cluster-up.yml"
         return
     env = facts["env"]
     report.ray, report.gpus, report.mode = facts["ray"], f"{facts['gpus']:g}", facts["mode"]
+    if stand_in and facts["gpus"]:
+        report.gpus += " (stand-in)"
     report.ifname = f"{env['NCCL_SOCKET_IFNAME'] or '-'}/{env['GLOO_SOCKET_IFNAME'] or '-'}"
     if report.mode == "off":
         report.problem = (
@@ -163,7 +166,10 @@ def probe(
     debugger_ports: range,
     ports: dict[str, int],
     timeout: float,
+    stand_ins: frozenset[str] = frozenset(),
 ) -> list[NodeReport]:
+    """Every node's report; `stand_ins` are the names or addresses of nodes whose GPUs are
+    stand-ins."""
     reports = {ip: NodeReport(name, ip) for name, ip in nodes.items()}
     submission_id = client.submit_job(
         entrypoint=" ".join(["python", JOB_SCRIPT, *reports]),
@@ -171,7 +177,8 @@ def probe(
     )
     try:
         for ip, facts in wait_for_facts(client, submission_id, timeout).items():
-            apply_facts(reports[ip], facts)
+            report = reports[ip]
+            apply_facts(report, facts, report.name in stand_ins or ip in stand_ins)
         job_id = ray_job_id(client, submission_id, timeout)
         waiting = {ip for ip, report in reports.items() if not report.problem}
         foreign: dict[str, set[str]] = {ip: set() for ip in waiting}
@@ -213,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debugger-port-range", required=True, help="LOW-HIGH, e.g. 52000-52099")
     parser.add_argument("--gcs-port", type=int, default=6379)
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument(
+        "--stand-in", action="append", default=[], metavar="NODE",
+        help="a node (name or address) whose GPUs are stand-ins (tests): its GPUs say so",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         ports = port_range(args.debugger_port_range)
@@ -229,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         ports,
         {"gcs": args.gcs_port, "dashboard": args.dashboard_port},
         args.timeout,
+        frozenset(args.stand_in),
     )
     print(table(reports))
     failed = [report for report in reports if report.problem]

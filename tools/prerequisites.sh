@@ -16,6 +16,11 @@ declare -A NEEDS=(
   [nmap]="command -v nmap|nmap"
   [ssh]="command -v ssh|openssh-client"
   [rsync]="command -v rsync|rsync"
+  # The runbook's state API command pipes curl into python3 (molecule's test_runbook.py runs
+  # it as printed).
+  [curl]="command -v curl|curl"
+  # The unit tests build a stand-in libcuda.so.1 (tests/unit/test_gpu_proof_with_a_driver.py).
+  [gcc]="command -v gcc|gcc"
 )
 
 install="${PREREQUISITES_INSTALL:-$([[ $(id -u) == 0 ]] && echo 1 || echo 0)}"
@@ -35,8 +40,9 @@ if ((${#missing[@]})); then
   fi
   echo "installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  # make test runs stages side by side: another stage's apt-get may hold the lock a while.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 fi
 
 if [[ " $* " == *" docker "* ]] && ! docker info >/dev/null 2>&1; then

@@ -18,7 +18,7 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT / "tests"))
-from doc_commands import commands  # noqa: E402
+from doc_commands import commands, derived, ran  # noqa: E402
 
 SECTION = "### Or as an Ansible collection"
 
@@ -41,12 +41,18 @@ def up_from_outside(directory: Path, inventory: Path) -> int:
     directory.mkdir(parents=True)
     (directory / "site.yml").write_text("---\n" + site_playbook(section))
     # The reader's own paths: the checkout, and the inventory of their nodes.
-    script = "\n".join(
-        command.replace("/path/to/ray-cluster", str(PROJECT)).replace(
-            "inventory/mycluster/hosts.yml", str(inventory)
+    lines = [
+        derived(
+            command,
+            command.replace("/path/to/ray-cluster", str(PROJECT)).replace(
+                "inventory/mycluster/hosts.yml", str(inventory)
+            ),
         )
         for command in commands(section)
-    )
+    ]
+    for line in lines:
+        ran(line)
+    script = "\n".join(lines)
     # An operator's shell on this machine (its CA settings included) without any of Ansible's
     # or molecule's variables; ~/.ansible/collections, where the collection installs, is
     # empty and inside the directory; Python and the tools are the controller's.
@@ -64,6 +70,8 @@ def up_from_outside(directory: Path, inventory: Path) -> int:
         stderr=subprocess.STDOUT,
         text=True,
         check=False,
+        # A hung run fails the converge with its output instead of holding the scenario.
+        timeout=1200,
     )
     print(run.stdout)
     return run.returncode

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 from packaging.specifiers import SpecifierSet
 
 # Ansible loads filter plugins by path, never from sys.path; the grammar ships to the nodes
@@ -378,14 +379,41 @@ def gpu_inventory(query_csv: str, banner: str) -> dict[str, Any]:
     }
 
 
-def gpu_summary(gpus: Mapping[str, Any]) -> str:
-    """One line for the runbook and the play's summary, e.g. '2 x NVIDIA H100 (80 GiB) ...'."""
+def gpu_summary(gpus: Mapping[str, Any], stand_in: object = False) -> str:
+    """One line for the runbook and the play's summary, e.g. '2 x NVIDIA H100 (80 GiB) ...'.
+
+    A host with ray_stand_in_gpus (tests) starts with 'stand-in: ': what its nvidia-smi
+    answered is no GPU, and read alone the line would pass for one.
+    """
     if not gpus.get("count"):
         return "no GPUs"
-    return (
+    line = (
         f"{gpus['count']} x {' + '.join(gpus['models'])} ({gpus['memory_mib'] // 1024} GiB), "
         f"driver {', '.join(gpus['drivers'])}, CUDA {gpus['cuda'] or '?'}"
     )
+    return f"stand-in: {line}" if boolean(stand_in) else line
+
+
+def _stand_in(node: Mapping[str, Any]) -> bool:
+    """Whether a host's GPUs are stand-ins, from its hostvars (set only in the inventory)."""
+    return boolean(node.get("ray_stand_in_gpus", False))
+
+
+def gpu_node_lines(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """'host: gpu_summary' for each node with GPUs, from the nodes' hostvars."""
+    return [
+        f"{node['inventory_hostname']}: {gpu_summary(node['ray_node_gpus'], _stand_in(node))}"
+        for node in nodes
+        if node["ray_node_gpus"].get("count")
+    ]
+
+
+def gpu_total(nodes: Iterable[Mapping[str, Any]]) -> str:
+    """The GPUs Ray offers across the nodes (hostvars), e.g. '8', or '2 (2 stand-in)'."""
+    nodes = list(nodes)
+    total = sum(int(node["ray_node_gpu_count"]) for node in nodes)
+    stand_ins = sum(int(node["ray_node_gpu_count"]) for node in nodes if _stand_in(node))
+    return f"{total} ({stand_ins} stand-in)" if stand_ins else str(total)
 
 
 def gpu_mismatches(nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -419,6 +447,8 @@ class FilterModule:
             "ray_nodes_not_joined": nodes_not_joined,
             "ray_gpu_inventory": gpu_inventory,
             "ray_gpu_summary": gpu_summary,
+            "ray_gpu_node_lines": gpu_node_lines,
+            "ray_gpu_total": gpu_total,
             "ray_gpu_mismatches": gpu_mismatches,
             "ray_network_host": network_host,
             "ray_nccl_env": nccl_env,

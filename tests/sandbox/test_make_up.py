@@ -20,7 +20,8 @@ from ray_debug_tools.dap_client import DapSession
 
 PROJECT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT / "tests"))
-from doc_commands import commands  # noqa: E402
+from bounded import PLAYBOOK_LIMIT_S, run_bounded  # noqa: E402
+from doc_commands import commands, derived, ran  # noqa: E402
 
 README = commands((PROJECT / "README.md").read_text())
 # The job a reader debugs: a task that crashes, so post_mortem pauses it.
@@ -40,11 +41,14 @@ BLOCK_CONTROLLER = "insert rule inet ray_cluster input ip saddr 10.124.0.1 tcp d
 
 
 def make(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", *args], cwd=PROJECT, capture_output=True, text=True, check=False)
+    """`make ARGS` as the README types it; past PLAYBOOK_LIMIT_S the test fails, naming the
+    Ansible task it hung in."""
+    ran(" ".join(["make", *args]))
+    return run_bounded(["make", *args], PLAYBOOK_LIMIT_S, cwd=PROJECT)
 
 
 def docker_exec(*args: str) -> None:
-    subprocess.run(["docker", "exec", WORKER, *args], check=True)
+    subprocess.run(["docker", "exec", WORKER, *args], check=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +90,7 @@ def test_probe_fails_with_a_diagnosis_when_a_debugger_is_filtered(sandbox: str) 
 def readme_lines(*starts: str) -> list[str]:
     """README.md's commands that start so, in order, with the reader's checkout put here."""
     return [
-        text.replace("/path/to/ray-cluster", str(PROJECT))
+        derived(text, text.replace("/path/to/ray-cluster", str(PROJECT)))
         for text in README
         if text.startswith(starts)
     ]
@@ -96,10 +100,13 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
     """README's lines, from a job's own directory: submit it, find its pause, get VS Code's
     launch.json for it. Release the pause the way VS Code would, over DAP."""
     (tmp_path / "my_job.py").write_text(MY_JOB)
-    setup = "\n".join(readme_lines("source ", "export RAY_AUTH_MODE="))
+    setup_lines = readme_lines("source ", "export RAY_AUTH_MODE=")
+    setup = "\n".join(setup_lines)
     (submit,) = readme_lines("ray job submit ")
     listing, vscode = readme_lines("ray-breakpoints ")
     env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
+    for line in [*setup_lines, submit, listing]:
+        ran(line)
     job = subprocess.Popen(
         ["bash", "-c", f"{setup}\n{submit}"],
         cwd=tmp_path,
@@ -112,7 +119,11 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
         deadline = time.monotonic() + 180
         while True:
             listed = subprocess.run(
-                ["bash", "-c", f"{setup}\n{listing}"], env=env, capture_output=True, text=True
+                ["bash", "-c", f"{setup}\n{listing}"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
             # Only this job's pause, so that README's "--vscode 1" is it: a probe run by an
             # earlier test can leave its own pause listed for a few seconds.
@@ -121,8 +132,13 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
                 break
             time.sleep(2)
         assert listed.returncode == 0 and only_ours, listed.stdout + listed.stderr
+        ran(vscode)
         launch = subprocess.run(
-            ["bash", "-c", f"{setup}\n{vscode}"], env=env, capture_output=True, text=True
+            ["bash", "-c", f"{setup}\n{vscode}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert launch.returncode == 0, listed.stdout + launch.stdout + launch.stderr
         connect = json.loads(launch.stdout)["configurations"][0]["connect"]
@@ -138,7 +154,8 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
 
 def test_readme_collective_check(sandbox: str) -> None:
     (check,) = readme_lines("ansible-playbook -i artifacts/ray-sandbox/hosts.yml ")
-    run = subprocess.run(["bash", "-c", check], cwd=PROJECT, capture_output=True, text=True)
+    ran(check)
+    run = run_bounded(["bash", "-c", check], PLAYBOOK_LIMIT_S, cwd=PROJECT)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert "ray-sandbox-w1" in run.stdout
 
@@ -151,6 +168,7 @@ def test_make_down_removes_the_sandbox(sandbox: str) -> None:
         capture_output=True,
         text=True,
         check=True,
+        timeout=60,
     )
     assert listed.stdout.strip() == ""
     assert not (PROJECT / "artifacts/ray-sandbox").exists()

@@ -24,21 +24,23 @@ def git(*args: str) -> str:
 
 
 def commits_since_release() -> list[str]:
-    """The commits after the one that last released (wrote changelogs/changelog.yaml)."""
+    """The commits after the one that last released (wrote changelogs/changelog.yaml). Not
+    merges: each commit a merge brings is checked on its own."""
     release = git("log", "-1", "--format=%H", "--", "changelogs/changelog.yaml").strip()
     if not release:
         # A shallow clone without the release commit: what it holds, HEAD at least.
-        return git("rev-list", "HEAD").split()
-    return git("rev-list", f"{release}..HEAD").split()
+        return git("rev-list", "--no-merges", "HEAD").split()
+    return git("rev-list", "--no-merges", f"{release}..HEAD").split()
 
 
 def without_fragment(commit: str) -> list[str]:
-    """The shipped paths `commit` changes, when it adds no fragment."""
+    """The shipped paths `commit` changes, when it adds no fragment and updates none (a fix to
+    a change not yet released may correct that change's own fragment)."""
     changes = [
         line.split("\t") for line in git("show", "--name-status", "--format=", commit).splitlines()
     ]
     paths = [change[-1] for change in changes]
-    if any(change[0] == "A" and change[-1].startswith(FRAGMENTS) for change in changes):
+    if any(change[0] in ("A", "M") and change[-1].startswith(FRAGMENTS) for change in changes):
         return []
     return [path for path in paths if path.startswith(SHIPPED)]
 

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Its module-scoped fixtures render once: every test of the module on one xdist worker.
+pytestmark = pytest.mark.xdist_group("test_collection")
+
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 

@@ -128,6 +128,24 @@ def test_gpu_inventory_reads_count_model_memory_driver_and_cuda() -> None:
     )
 
 
+def test_stand_in_gpus_say_so_in_every_gpu_line() -> None:
+    """ray_stand_in_gpus (tests): what a stand-in nvidia-smi answered is no GPU."""
+    gpus = filters.gpu_inventory(H100_QUERY, H100_BANNER)
+    line = "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
+    assert filters.gpu_summary(gpus, True) == f"stand-in: {line}"
+    assert filters.gpu_summary(gpus, "false") == line
+    none = filters.gpu_inventory("", "")
+    nodes = [
+        {"inventory_hostname": "head", "ray_node_gpus": none, "ray_node_gpu_count": 0},
+        {"inventory_hostname": "w1", "ray_node_gpus": gpus, "ray_node_gpu_count": 2},
+        {"inventory_hostname": "w2", "ray_node_gpus": gpus, "ray_node_gpu_count": "2",
+         "ray_stand_in_gpus": "true"},
+    ]  # fmt: skip
+    assert filters.gpu_node_lines(nodes) == [f"w1: {line}", f"w2: stand-in: {line}"]
+    assert filters.gpu_total(nodes) == "4 (2 stand-in)"
+    assert filters.gpu_total(nodes[:2]) == "2"
+
+
 def test_gpu_inventory_of_a_node_without_nvidia_smi() -> None:
     gpus = filters.gpu_inventory("", "")
     assert gpus["count"] == 0

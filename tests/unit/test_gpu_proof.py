@@ -1,7 +1,10 @@
 """The GPU proof: CUDA itself must use every GPU Ray offers, or cluster-up fails naming why.
 
 Reports are built from roles/ray_verify/files/cluster_proof.py's own structures and parser,
-the shape its GPU task prints; the CUDA probe also runs for real on this machine.
+the shape its GPU task prints; the CUDA probe also runs for real on this machine. Every test
+here passes with and without a CUDA driver: where one needs libcuda.so.1 absent, it points the
+probe at a file that does not exist, since a driver cannot be uninstalled for a test. The probe
+against a driver runs on any machine in test_gpu_proof_with_a_driver.py.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import cluster_proof as proof
@@ -87,13 +91,21 @@ def test_a_gpu_node_without_a_report_fails() -> None:
     assert judged["summary"] == "failed: gpu1"
 
 
-def test_libcuda_missing_names_what_nvidia_smi_lists() -> None:
-    # The real probe's answer on this machine, which has no CUDA driver.
+@pytest.fixture
+def without_libcuda(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The probe loading a libcuda.so.1 that is not there: dlopen's real failure, on a machine
+    with a driver too (a name with a slash is opened as that file, never searched for)."""
+    absent = str(tmp_path / "libcuda.so.1")
+    monkeypatch.setattr(proof, "CUDA_LIBRARY", absent)
+    return absent
+
+
+def test_libcuda_missing_names_what_nvidia_smi_lists(without_libcuda: str) -> None:
     judged = judge(gpu_report(cuda=proof.probe_cuda()))
     [problem] = judged["problems"]
     assert problem.startswith(
         "gpu1 (10.0.0.11): nvidia-smi lists 8 GPUs but CUDA cannot use them: "
-        "libcuda.so.1 cannot be loaded"
+        f"{without_libcuda} cannot be loaded"
     )
     assert problem.endswith("a driver/runtime mismatch, or the driver not loaded")
     assert judged["checked"] == []
@@ -168,7 +180,9 @@ def test_a_task_that_never_ran_reports_why() -> None:
     ]
 
 
-def test_a_stand_in_node_is_never_checked_even_when_its_report_passes() -> None:
+def test_a_stand_in_node_is_never_checked_even_when_its_report_passes(
+    without_libcuda: str,
+) -> None:
     nodes = {**NODES, "10.0.0.11": {"host": "gpu1", "gpus": 8, "stand_in": True}}
     for report in (gpu_report(), gpu_report(cuda=proof.probe_cuda()), None):
         assert judge(report, nodes) == {
@@ -224,10 +238,9 @@ def _libcuda_loads() -> bool:
     return True
 
 
-@pytest.mark.skipif(_libcuda_loads(), reason="this machine has a CUDA driver")
-def test_the_real_probe_without_a_driver_says_libcuda_cannot_load() -> None:
+def test_the_real_probe_without_a_driver_says_libcuda_cannot_load(without_libcuda: str) -> None:
     report = proof.report_gpus()
-    assert report["cuda"]["error"].startswith("libcuda.so.1 cannot be loaded: ")
+    assert report["cuda"]["error"].startswith(f"{without_libcuda} cannot be loaded: ")
     assert json.loads(json.dumps(report)) == report
 
 

@@ -162,6 +162,23 @@ def test_no_pause_at_all_mentions_no_other_job(
     assert "ignored" not in report.problem
 
 
+@pytest.mark.parametrize("stand_in", ["node1", IP])
+def test_stand_in_gpus_say_so_in_the_probes_table(
+    stand_in: str, monkeypatch: pytest.MonkeyPatch, attached: list[tuple[str, int]]
+) -> None:
+    """--stand-in by name or address: a stand-in's GPUs in the table are never bare."""
+    pauses_of(monkeypatch, [OURS], [])
+    client = FakeJobClient("legacy", [OURS])
+    client.facts[IP]["gpus"] = 2.0
+    reports = probe.probe(
+        client, "head", {"node1": IP}, {}, range(52000, 52100), PORTS, 5, frozenset({stand_in})
+    )
+    assert reports[0].gpus == "2 (stand-in)"
+    assert "node1  10.0.0.5  2.60.0  2 (stand-in)" in probe.table(reports)
+    [plain] = probe.probe(client, "head", {"node1": IP}, {}, range(52000, 52100), PORTS, 5)
+    assert plain.gpus == "2"
+
+
 def test_probe_leaves_another_jobs_post_mortem_pause_paused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,9 @@ import yaml
 
 from tests.doc_commands import commands
 
+# Its module-scoped fixtures render once: every test of the module on one xdist worker.
+pytestmark = pytest.mark.xdist_group("test_templates")
+
 PROJECT = Path(__file__).resolve().parents[2]
 TEMPLATES = [
     "ray_service/templates/ray.service.j2",
@@ -194,7 +197,7 @@ def test_runbook_draws_the_cluster_for_mermaid(rendered: Path) -> None:
     diagram = runbook.split("```mermaid\n", 1)[1].split("```", 1)[0]
     assert diagram.startswith("flowchart LR")
     assert 'n1["rc-head 10.0.0.10<br/>head: GCS :6379, dashboard :8265' in diagram
-    assert 'n2["localhost 10.0.0.11<br/>2 GPUs' in diagram
+    assert 'n2["localhost 10.0.0.11<br/>2 GPUs<br/>' in diagram
     assert 'n2 -->|"GCS :6379"| n1' in diagram
     assert "trusted: 198.51.100.0/24, 2001:db8::/64" in diagram
 
@@ -250,6 +253,14 @@ def test_runbook_node_table_shows_gpu_facts(rendered: Path) -> None:
     assert f"| localhost | worker | 10.0.0.11 | 2 | {gpus} | ens5 | none: NCCL_IB_DISABLE=1 |" in (
         runbook
     )
+
+
+def test_runbook_says_stand_in_gpus_are_stand_ins(tmp_path: Path) -> None:
+    """A host with ray_stand_in_gpus (tests): its row and its box in the diagram say so."""
+    runbook = read(render(tmp_path, ray_stand_in_gpus=True), "legacy", "RUNBOOK.md")
+    gpus = "stand-in: 2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
+    assert f"| localhost | worker | 10.0.0.11 | 2 | {gpus} | ens5 |" in runbook
+    assert 'n2["localhost 10.0.0.11<br/>2 GPUs (stand-in)<br/>' in runbook
 
 
 def test_unit_fits_gpu_and_rdma_nodes(rendered: Path) -> None:

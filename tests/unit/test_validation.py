@@ -17,6 +17,9 @@ PROJECT = Path(__file__).resolve().parents[2]
 UNREACHABLE = {"ansible_host": "192.0.2.1", "ansible_connection": "ssh", "ansible_timeout": 1}
 # The play that makes the first change on a node: a refusal must come before it.
 INSTALL_PLAY = "PLAY [Install and configure nodes]"
+# For runs the facts play must let through: validation and the facts play run (tagged
+# `always`), the install play's banner still prints, and its half-minute --check run is spared.
+FACTS_ONLY = ("--tags", "ray_facts")
 
 
 def inventory(head: list[str], workers: list[str], **variables: object) -> dict:
@@ -276,13 +279,15 @@ def test_a_python_verl_does_not_support_is_refused_naming_the_nodes(tmp_path: Pa
     assert INSTALL_PLAY not in output
     assert "verl 0.9.1 supports Python >=3.10,<3.13, but n1: Python 3.13, n2: Python 3.13" in output
     assert "or set verl_install: false" in output
-    without_verl = cluster_up(tmp_path, nodes, "--check", "-e", "verl_install=false")
+    without_verl = cluster_up(tmp_path, nodes, "--check", *FACTS_ONLY, "-e", "verl_install=false")
     output = " ".join((without_verl.stdout + without_verl.stderr).split())
     assert "verl 0.9.1 supports Python" not in output
     assert INSTALL_PLAY in output, output[-3000:]
     # post_mortem, the default: Ray's post-mortem pauses lose the exception on 3.12+.
     assert "WARNING: debug_mode post_mortem on n1: Python 3.13, n2: Python 3.13" in output
-    legacy = cluster_up(tmp_path, nodes, "--check", "-e", "verl_install=false debug_mode=legacy")
+    legacy = cluster_up(
+        tmp_path, nodes, "--check", *FACTS_ONLY, "-e", "verl_install=false debug_mode=legacy"
+    )
     assert "WARNING: debug_mode post_mortem" not in legacy.stdout + legacy.stderr
 
 
@@ -355,7 +360,9 @@ def test_mixed_gpu_workers_are_refused_when_uniform_gpus_are_required(tmp_path: 
 def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -> None:
     fake_python = python_reporting(tmp_path)
     nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=2)
-    run = cluster_up(tmp_path, nodes, "-e", "ray_debugger_port_range=52000-52019", "--check")
+    run = cluster_up(
+        tmp_path, nodes, "-e", "ray_debugger_port_range=52000-52019", "--check", *FACTS_ONLY
+    )
     output = " ".join((run.stdout + run.stderr).split())
     assert (
         "WARNING: ray_debugger_port_range 52000-52019 holds 20 ports, but n2 may pause 22 worker "
@@ -367,10 +374,37 @@ def test_gpu_node_too_small_for_verl_is_warned_about_or_refused(tmp_path: Path) 
     fake_python = python_reporting(tmp_path)
     nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=8)
     shortfall = "n2 has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24 CPUs"
-    warned = cluster_up(tmp_path, nodes, "--check")
+    warned = cluster_up(tmp_path, nodes, "--check", *FACTS_ONLY)
     assert f"WARNING: {shortfall}" in " ".join((warned.stdout + warned.stderr).split())
     run = cluster_up(tmp_path, nodes, "--check", "-e", "ray_require_verl_fit=true")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
     assert INSTALL_PLAY not in output
     assert f"ray_require_verl_fit is set but {shortfall}" in output, output[-3000:]
+
+
+def test_stand_in_gpus_on_a_host_with_an_nvidia_driver_are_refused(tmp_path: Path) -> None:
+    """ray_stand_in_gpus turns the GPU proof off: on a host whose NVIDIA driver is loaded it
+    would pass real GPUs unproven, so the facts play refuses, naming the host and the
+    variable. The driver's /proc file is a scratch file here; absent, the run goes on."""
+    driver = tmp_path / "nvidia-version"
+    driver.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
+    gpus = stand_in_nvidia_smi(tmp_path / "h100", "NVIDIA H100", "550.54.15")
+    nodes = local_nodes(
+        ray_stand_in_gpus=True, ray_facts_nvidia_smi=gpus, ray_facts_nvidia_driver=str(driver)
+    )
+    run = cluster_up(tmp_path, nodes, "--check", "-e", "verl_install=false")
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert INSTALL_PLAY not in output
+    assert (
+        f"ray_stand_in_gpus is true on hosts with a loaded NVIDIA driver: n2 ({driver} exists)."
+    ) in output, output[-3000:]
+    assert "n1 (" not in output
+    driver.unlink()
+    without_a_driver = cluster_up(
+        tmp_path, nodes, "--check", *FACTS_ONLY, "-e", "verl_install=false"
+    )
+    output = " ".join((without_a_driver.stdout + without_a_driver.stderr).split())
+    assert "ray_stand_in_gpus is true on hosts" not in output
+    assert INSTALL_PLAY in output, output[-3000:]

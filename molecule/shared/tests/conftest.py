@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -21,15 +22,18 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
+from nodes import HEAD, OUTSIDER, WORKERS
 from ray._private.authentication.http_token_authentication import (
     get_auth_headers_if_auth_enabled,
 )
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 PROJECT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(PROJECT / "tests"))
+from bounded import PLAYBOOK_LIMIT_S, run_bounded  # noqa: E402
+from doc_commands import ran  # noqa: E402
+
 JOBS = Path(__file__).parent / "jobs"
-# The cluster's nodes in every scenario's inventory (the outsider is not one).
-NODES = ("rc-head", "rc-worker1", "rc-worker2")
 
 
 @dataclass(frozen=True)
@@ -67,14 +71,14 @@ def _address(host: testinfra.host.Host) -> str:
 
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
-    head = _host("rc-head")
+    head = _host(HEAD)
     variables = head.ansible.get_variables()
     defaults = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())
     low, high = (int(port) for port in variables["ray_debugger_port_range"].split("-"))
     return Cluster(
         mode=variables["debug_mode"],
         head_ip=_address(head),
-        worker_ips={name: _address(_host(name)) for name in ("rc-worker1", "rc-worker2")},
+        worker_ips={name: _address(_host(name)) for name in WORKERS},
         ports=defaults["ray_ports"],
         debugger_range=range(low, high + 1),
         artifacts=Path(variables["ray_artifacts_dir"]),
@@ -95,7 +99,7 @@ def host_of() -> Callable[[str], testinfra.host.Host]:
 
 @pytest.fixture(scope="session")
 def outsider() -> testinfra.host.Host:
-    return _host("rc-outsider")
+    return _host(OUTSIDER)
 
 
 def alive_nodes(cluster: Cluster) -> dict[str, str]:
@@ -156,14 +160,14 @@ def run_playbook(
 ) -> subprocess.CompletedProcess[str]:
     """An ansible-playbook command line with `extra` arguments, run by bash as an operator
     would type it, with `env` over this environment. Its output is captured and its exit status
-    left to the caller: some tests expect the run to fail."""
-    return subprocess.run(
+    left to the caller: some tests expect the run to fail. A run past PLAYBOOK_LIMIT_S fails
+    the test, naming the task it hung in."""
+    ran(command)
+    return run_bounded(
         ["bash", "-c", " ".join([command, *map(shlex.quote, extra)])],
-        cwd=cwd,
+        PLAYBOOK_LIMIT_S,
         env=dict(os.environ, **env),
-        capture_output=True,
-        text=True,
-        check=False,
+        cwd=cwd,
     )
 
 

@@ -16,7 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import NODES, Cluster
+from conftest import Cluster
+from nodes import NODES
 
 token_mode = pytest.mark.skipif(
     os.environ.get("RAY_AUTH_MODE") != "token", reason="this scenario runs without token auth"
@@ -65,7 +66,9 @@ def test_gcs_refuses_a_client_without_the_token(cluster: Cluster) -> None:
     )
     assert refused.returncode != 0
     assert "Authentication" in refused.stderr, refused.stderr[-2000:]
-    allowed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    allowed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
     assert allowed.returncode == 0, allowed.stderr[-2000:]
 
 

@@ -10,10 +10,11 @@ import subprocess
 
 import pytest
 from conftest import Cluster
+from nodes import GPU_WORKER, NODES, WORKER
 from test_runbook import printed_command, run_printed
 
-GPU_WORKER = "rc-worker2"
-STAND_IN_GPUS = "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
+# ray_stand_in_gpus: what its nvidia-smi answers is no GPU, and every line of it says so.
+STAND_IN_GPUS = "stand-in: 2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
 
 
 def collective_check(cluster: Cluster, *extra: str) -> subprocess.CompletedProcess:
@@ -32,10 +33,10 @@ def test_gpu_facts_reach_the_runbook(cluster: Cluster) -> None:
     runbook = (cluster.artifacts / "RUNBOOK.md").read_text()
     ip = cluster.worker_ips[GPU_WORKER]
     assert f"| {GPU_WORKER} | worker | {ip} | 2 | {STAND_IN_GPUS} |" in runbook
-    assert f"| rc-worker1 | worker | {cluster.worker_ips['rc-worker1']} | 0 | no GPUs |" in runbook
+    assert f"| {WORKER} | worker | {cluster.worker_ips[WORKER]} | 0 | no GPUs |" in runbook
 
 
-@pytest.mark.parametrize("node", ["rc-head", "rc-worker1", GPU_WORKER])
+@pytest.mark.parametrize("node", NODES)
 def test_nccl_settings_without_infiniband(host_of, node) -> None:
     environment = host_of(node).file("/etc/ray-cluster/ray.env").content_string.splitlines()
     assert "NCCL_IB_DISABLE=1" in environment
@@ -47,26 +48,26 @@ def test_gloo_all_reduce_and_verl_round_trip_across_workers(cluster: Cluster) ->
     run = collective_check(cluster)
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 0, output[-4000:]
-    # rc-worker2's GPUs are stand-ins (ray_stand_in_gpus): Gloo there is said, not hidden.
+    # The GPU worker's GPUs are stand-ins (ray_stand_in_gpus): Gloo there is said, not hidden.
     assert (
-        "rc-worker1 <-> rc-worker2 gloo (stand-in GPUs on rc-worker2: no CUDA, NCCL not "
-        "checked; no GPU on rc-worker1) ok"
+        f"{WORKER} <-> {GPU_WORKER} gloo (stand-in GPUs on {GPU_WORKER}: no CUDA, NCCL not "
+        f"checked; no GPU on {WORKER}) ok"
     ) in output, output[-4000:]
     # The checks' reports up to the play's next task: no row may claim NCCL ran.
     table = output[output.index("nodes backend result time bus bandwidth") :].split("TASK [")[0]
     assert "nccl" not in table, table
-    assert f"rc-worker2 {cluster.worker_ips['rc-worker2']} {cluster.verl_version} ok" in output
+    assert f"{GPU_WORKER} {cluster.worker_ips[GPU_WORKER]} {cluster.verl_version} ok" in output
 
 
 def test_unmarked_gpu_node_without_cuda_fails(cluster: Cluster) -> None:
-    """rc-worker2 offers Ray 2 GPUs but its torch is a CPU build: not marked as a stand-in,
+    """The GPU worker offers Ray 2 GPUs but its torch is a CPU build: not marked as a stand-in,
     that is verl's NCCL silently becoming Gloo, and the check must fail, saying so."""
     needs_verl(cluster)
     settings = {"ray_checks_collective_stand_ins": [], "ray_checks_verl": False}
     run = collective_check(cluster, "-e", json.dumps(settings))
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0, output[-4000:]
-    expected = f"FAILED rc-worker1 <-> rc-worker2: {GPU_WORKER} offers 2 GPUs to Ray but torch"
+    expected = f"FAILED {WORKER} <-> {GPU_WORKER}: {GPU_WORKER} offers 2 GPUs to Ray but torch"
     assert expected in output, output[-4000:]
     assert "sees no CUDA (built for CUDA none" in output
     # Ansible's YAML doubles the apostrophe of "verl's"; the rest reads the same.
@@ -82,8 +83,8 @@ def test_wrong_interface_fails_fast_with_the_cause(cluster: Cluster) -> None:
     run = collective_check(cluster, "-e", json.dumps(settings))
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
-    assert "FAILED rc-worker1 <-> rc-worker2: GLOO_SOCKET_IFNAME names an interface" in output, (
+    assert f"FAILED {WORKER} <-> {GPU_WORKER}: GLOO_SOCKET_IFNAME names an interface" in output, (
         output[-4000:]
     )
-    assert "rc-worker2: eth9" in output
+    assert f"{GPU_WORKER}: eth9" in output
     assert "set ray_socket_ifname for that host" in output

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from conftest import PROJECT, Cluster, alive_nodes, run_playbook, trusts, wait_for_job
+from nodes import FABRIC, GPU_WORKER, HEAD, NETWORK, WORKER
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_mode_switch import record
 from test_nodes import MODE_ENV
@@ -56,36 +57,36 @@ def whole(cluster: Cluster) -> dict[str, str]:
 
 
 def test_worker_raylet_killed_rejoins(cluster: Cluster, host_of, whole) -> None:
-    ip = cluster.worker_ips["rc-worker1"]
+    ip = cluster.worker_ips[WORKER]
     # The bracket keeps pkill from matching the shell that runs this very command.
-    host_of("rc-worker1").check_output("pkill -KILL -f '[r]ay/core/src/ray/raylet/raylet'")
+    host_of(WORKER).check_output("pkill -KILL -f '[r]ay/core/src/ray/raylet/raylet'")
     seconds = wait_until(rejoined(cluster, whole, {ip}), "worker did not rejoin")
     record(cluster, "fault: worker raylet killed -> rejoined", seconds)
 
 
 def test_head_killed_every_worker_rejoins(cluster: Cluster, host_of, whole) -> None:
-    host_of("rc-head").check_output("systemctl kill --signal=KILL ray")
+    host_of(HEAD).check_output("systemctl kill --signal=KILL ray")
     seconds = wait_until(rejoined(cluster, whole, all_ips(cluster)), "cluster did not re-form")
     record(cluster, "fault: head Ray killed -> all rejoined", seconds)
 
 
 def test_rebooted_worker_comes_back_in_the_same_mode(cluster: Cluster, host_of, whole) -> None:
-    ip = cluster.worker_ips["rc-worker2"]
+    ip = cluster.worker_ips[GPU_WORKER]
     started = time.monotonic()
-    subprocess.run(["docker", "restart", "rc-worker2"], check=True, capture_output=True)
+    subprocess.run(["docker", "restart", GPU_WORKER], check=True, capture_output=True, timeout=120)
     wait_until(rejoined(cluster, whole, {ip}), "rebooted worker did not rejoin")
     record(cluster, "fault: worker rebooted -> rejoined", time.monotonic() - started)
-    environment = host_of("rc-worker2").check_output(
+    environment = host_of(GPU_WORKER).check_output(
         "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value ray)/environ"
     )
     for name, value in MODE_ENV[cluster.mode].items():
         assert f"{name}={value}" in environment.splitlines()
-    assert "table inet ray_cluster" in host_of("rc-worker2").check_output("nft list tables")
+    assert "table inet ray_cluster" in host_of(GPU_WORKER).check_output("nft list tables")
 
 
 def test_worker_cut_off_for_a_minute_works_again(cluster: Cluster, whole, submit, jobs) -> None:
-    ip = cluster.worker_ips["rc-worker1"]
-    subprocess.run(["docker", "network", "disconnect", "ray-molecule", "rc-worker1"], check=True)
+    ip = cluster.worker_ips[WORKER]
+    subprocess.run(["docker", "network", "disconnect", NETWORK, WORKER], check=True, timeout=60)
     cut = time.monotonic()
     try:
         # Whether the head declares the node dead within the minute depends on Ray's health
@@ -95,9 +96,7 @@ def test_worker_cut_off_for_a_minute_works_again(cluster: Cluster, whole, submit
         noticed = time.monotonic() - cut
         time.sleep(max(0.0, 60 - noticed))
     finally:
-        subprocess.run(
-            ["docker", "network", "connect", "--ip", ip, "ray-molecule", "rc-worker1"], check=True
-        )
+        subprocess.run(["docker", "network", "connect", "--ip", ip, NETWORK, WORKER], check=True)
     back = time.monotonic()
     record(cluster, "fault: worker cut off -> head noticed (60 = not within the minute)", noticed)
     # Alive in the state API is not enough (a stale record can say so): a task must run there.
@@ -110,8 +109,8 @@ def test_unreachable_worker_during_cluster_up(
 ) -> None:
     """cluster-up while a worker is down: the run names it and only it, the others' firewalls
     keep trusting it, and it rejoins and runs tasks when it comes back."""
-    ip = cluster.worker_ips["rc-worker2"]
-    subprocess.run(["docker", "stop", "rc-worker2"], check=True, capture_output=True)
+    ip = cluster.worker_ips[GPU_WORKER]
+    subprocess.run(["docker", "stop", GPU_WORKER], check=True, capture_output=True, timeout=120)
     try:
         run = run_playbook(
             "ansible-playbook",
@@ -123,7 +122,9 @@ def test_unreachable_worker_during_cluster_up(
             ANSIBLE_NOCOLOR="1",
         )
     finally:
-        subprocess.run(["docker", "start", "rc-worker2"], check=True, capture_output=True)
+        subprocess.run(
+            ["docker", "start", GPU_WORKER], check=True, capture_output=True, timeout=120
+        )
     output = run.stdout
     assert run.returncode != 0
     # Over SSH a dead host is UNREACHABLE; the docker connection reports a stopped container
@@ -133,12 +134,12 @@ def test_unreachable_worker_during_cluster_up(
         name.strip(): counts
         for name, counts in (line.split(":", 1) for line in recap_lines if ":" in line)
     }
-    assert "unreachable=1" in recap["rc-worker2"] or "failed=1" in recap["rc-worker2"], recap
-    for node in ("rc-head", "rc-worker1"):
+    assert "unreachable=1" in recap[GPU_WORKER] or "failed=1" in recap[GPU_WORKER], recap
+    for node in (HEAD, WORKER):
         assert "failed=0" in recap[node] and "unreachable=0" in recap[node], recap
-    assert "Not reached during this run: rc-worker2" in output, output[-3000:]
-    for node in ("rc-head", "rc-worker1"):
-        for address in (ip, "10.125.0.12"):
+    assert f"Not reached during this run: {GPU_WORKER}" in output, output[-3000:]
+    for node in (HEAD, WORKER):
+        for address in (ip, FABRIC[GPU_WORKER]):
             assert trusts(host_of(node), address), (node, address)
     wait_until(lambda: ip in alive_nodes(cluster), "restarted worker did not rejoin")
     wait_until(lambda: runs_a_task(submit, jobs, ip), "restarted worker runs no task")

@@ -15,14 +15,16 @@ import time
 from pathlib import Path
 
 from conftest import PROJECT, Cluster, run_playbook
+from nodes import GPU_WORKER, NODES
 from ray.job_submission import JobStatus, JobSubmissionClient
+from test_data_path import STAND_IN_GPUS
 from test_debugger import ROUND_TRIPS
-from test_runbook import commands, printed
+from test_runbook import commands, derived, printed
 
 # The reader's inventory in README.md's commands; the tests put theirs there.
 README_INVENTORY = "inventory/mycluster/hosts.yml"
 
-OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy"}
+OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy", "off": "post_mortem"}
 # A mode switch may rewrite Ray's environment and unit and restart it on the nodes, and
 # rewrite the runbook on the controller; nothing else.
 SWITCH_TASKS = {
@@ -67,7 +69,7 @@ def documented(source: str, pattern: str, debug_mode: str, cluster: Cluster) -> 
     found = [text for text in texts if re.match(pattern, text)]
     assert len(found) == 1, f"{source}: commands matching {pattern!r}: {found}"
     text = found[0].replace(README_INVENTORY, os.environ["MOLECULE_INVENTORY_FILE"])
-    return re.sub(r"debug_mode=\S+", f"debug_mode={debug_mode}", text)
+    return derived(found[0], re.sub(r"debug_mode=\S+", f"debug_mode={debug_mode}", text))
 
 
 def changed_task_names(report: dict) -> set[str]:
@@ -124,7 +126,7 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     cluster: Cluster, submit, jobs, outsider, host_of
 ) -> None:
     other = OTHER_MODE[cluster.mode]
-    nodes = [host_of(name) for name in ("rc-head", *cluster.worker_ips)]
+    nodes = [host_of(name) for name in NODES]
     since = nodes[0].check_output("date +%s")
 
     # The switch is README's headline, back is README's inventory line, the no-op the runbook's.
@@ -154,7 +156,7 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     assert changed and changed <= SWITCH_TASKS
 
     # A no-op re-run changes nothing and restarts nothing: a running job keeps running.
-    job_id = submit("long_running.py", cluster.worker_ips["rc-worker2"])
+    job_id = submit("long_running.py", cluster.worker_ips[GPU_WORKER])
     wait_for_log(jobs, job_id, "RUNNING")
     # Read now: the runbook names the inventory of the run that wrote it.
     again = documented(
@@ -164,8 +166,11 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     record(cluster, "no-op re-run", seconds)
     assert changed_tasks(report) == set()
     assert jobs.get_job_status(job_id) == JobStatus.RUNNING
-    # rc-worker2's GPUs are stand-ins: the GPU proof must not call them checked.
-    assert "GPU proof: not checked: stand-in: rc-worker2" in summary_of(report)
+    # The GPU worker's GPUs are stand-ins: the GPU proof must not call them checked.
+    assert f"GPU proof: not checked: stand-in: {GPU_WORKER}" in summary_of(report)
+    # Nor may the counts and the GPU line read as real GPUs.
+    assert any(line.endswith("; GPUs: 2 (2 stand-in)") for line in summary_of(report))
+    assert f"GPU nodes: {GPU_WORKER}: {STAND_IN_GPUS}" in summary_of(report)
 
 
 def test_check_mode_on_a_converged_cluster_changes_nothing(cluster: Cluster) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from nodes import WORKER
 
 testinfra_hosts = ["ansible://ray_cluster"]
 
@@ -34,6 +35,7 @@ def test_ray_runs_under_systemd_and_starts_at_boot(host) -> None:
     assert service.is_enabled
 
 
+@pytest.mark.every_mode
 def test_environment_carries_only_this_modes_debugger(host, cluster) -> None:
     environment = host.file("/etc/ray-cluster/ray.env").content_string
     exec_start = host.check_output("systemctl show ray -p ExecStart")
@@ -118,12 +120,12 @@ def test_ray_may_pin_memory_and_start_many_tasks(host) -> None:
 
 
 def test_ray_joins_the_device_groups_the_node_has(host) -> None:
-    """prepare.yml gives rc-worker1 an rdma group, as rdma-core does; no node gets one made."""
+    """prepare.yml gives one worker an rdma group, as rdma-core does; no node gets one made."""
     present = [
         group for group in ("video", "render", "rdma") if host.run(f"getent group {group}").rc == 0
     ]
     assert "video" in present
-    assert ("rdma" in present) == (host.backend.get_hostname() == "rc-worker1")
+    assert ("rdma" in present) == (host.backend.get_hostname() == WORKER)
     # The running raylet carries the groups: a device node opens with them, not the user's.
     groups = host.check_output(f"ps -o supgrp= -p {ray_main_pid(host)}").split(",")
     assert set(present) <= set(groups), groups

@@ -10,12 +10,12 @@ import time
 
 import pytest
 from conftest import Cluster, alive_nodes, fetched_ray_from_head, run_playbook, trusts
+from nodes import FABRIC, HEAD, NODES, WORKER
 from test_faults import rejoined, runs_a_task, wait_until
-from test_mode_switch import converge, documented, record
+from test_mode_switch import OTHER_MODE, converge, documented, record
 
 pytestmark = pytest.mark.faults
 RUNBOOK_UP = r"ansible-playbook -i \S+ cluster-up.yml"
-FABRIC = {"rc-head": "10.125.0.10", "rc-worker2": "10.125.0.12"}
 
 
 def reaches(host, ip: str, port: int) -> bool:
@@ -29,14 +29,14 @@ def test_limit_run_on_one_worker_keeps_the_cluster_whole(
     """An operator re-applies one worker; every node's firewall still trusts every node, and
     after Ray restarts on that worker, jobs reach every worker."""
     runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, cluster.mode, cluster)
-    converge(runbook_up, "--limit", "rc-worker1")
-    for node in ("rc-head", "rc-worker1", "rc-worker2"):
+    converge(runbook_up, "--limit", WORKER)
+    for node in NODES:
         for ip in (cluster.head_ip, *cluster.worker_ips.values(), *FABRIC.values()):
             assert trusts(host_of(node), ip), (node, ip)
 
     before = alive_nodes(cluster)
-    host_of("rc-worker1").check_output("systemctl restart ray")
-    wait_until(rejoined(cluster, before, {cluster.worker_ips["rc-worker1"]}), "worker not back")
+    host_of(WORKER).check_output("systemctl restart ray")
+    wait_until(rejoined(cluster, before, {cluster.worker_ips[WORKER]}), "worker not back")
     for ip in cluster.worker_ips.values():
         assert runs_a_task(submit, jobs, ip), f"no task ran on {ip}"
 
@@ -47,8 +47,8 @@ def test_a_worker_the_head_does_not_trust_yet_installs_from_it(cluster: Cluster,
     rewrites). Its venv installs from the head's wheelhouse in the same run: the head loads
     its new rules before it serves. The worker is made bare as a new one would be: no Ray
     running, no venv, no download caches."""
-    head, worker = host_of("rc-head"), host_of("rc-worker1")
-    address = cluster.worker_ips["rc-worker1"]
+    head, worker = host_of(HEAD), host_of(WORKER)
+    address = cluster.worker_ips[WORKER]
     port = cluster.ports["wheelhouse"]
     since = head.check_output("date '+%Y-%m-%d %H:%M:%S'")
     head.check_output(
@@ -70,8 +70,7 @@ def test_a_failed_batch_stops_the_roll(cluster: Cluster, host_of) -> None:
         worker.check_output(f"mkdir -p {os.path.dirname(broken)}")
         worker.check_output(f"printf '[Service]\\nExecStartPre=/bin/false\\n' > {broken}")
         worker.check_output("systemctl daemon-reload")
-    other = {"legacy": "post_mortem", "post_mortem": "legacy"}[cluster.mode]
-    runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, other, cluster)
+    runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, OTHER_MODE[cluster.mode], cluster)
     try:
         run = run_playbook(
             runbook_up, "-e", "ray_worker_batch=1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"
@@ -96,8 +95,8 @@ def test_a_failed_batch_stops_the_roll(cluster: Cluster, host_of) -> None:
 @pytest.mark.parametrize("removal", ["systemctl restart nftables", "nft flush ruleset"])
 def test_firewall_comes_back_by_itself(cluster: Cluster, host_of, outsider, removal) -> None:
     """Someone else's reload deletes our table: within seconds Ray's ports are filtered again."""
-    worker = host_of("rc-worker1")
-    ip, port = cluster.worker_ips["rc-worker1"], int(cluster.ports["node_manager"])
+    worker = host_of(WORKER)
+    ip, port = cluster.worker_ips[WORKER], int(cluster.ports["node_manager"])
     site_rules = worker.check_output("nft list table inet site_rules")
     try:
         worker.check_output(removal)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import re
 
-from conftest import NODES, Cluster, run_playbook
+from conftest import Cluster, run_playbook
+from nodes import NODES
 from test_nodes import ray_main_pid
 
 testinfra_hosts = ["ansible://ray_cluster"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from conftest import PROJECT, Cluster, wait_for_job
+from nodes import GPU_WORKER
 from ray.job_submission import JobStatus
 from test_debugger import WORKER, wait_for
 
@@ -20,7 +21,7 @@ from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
 
 sys.path.insert(0, str(PROJECT / "tests"))
-from doc_commands import commands
+from doc_commands import commands, derived, ran
 
 OPERATOR_KEY = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "operator_key"
 PROMPT = "RUNBOOK-TEST$ "
@@ -50,6 +51,8 @@ def run_printed(
         for line in printed(cluster)
         if line.startswith("export RAY_AUTH_MODE=") or (cwd is None and line.startswith("cd /"))
     ]
+    for line in [*setup, text]:
+        ran(line)
     return subprocess.run(
         ["bash", "-c", "\n".join([*setup, text])],
         cwd=cwd,
@@ -82,6 +85,7 @@ def on_the_head(cluster: Cluster, then: str) -> tuple[str, str]:
 def login(ssh_line: str) -> pexpect.spawn:
     """A login shell from the runbook's ssh line; the key stands for the operator's agent."""
     _, destination = ssh_line.split()
+    ran(ssh_line)
     shell = pexpect.spawn(
         "ssh",
         [
@@ -112,6 +116,7 @@ def test_ray_status_as_the_login_user(cluster: Cluster) -> None:
     shell.expect_exact(PROMPT)
     # Terminal control sequences may precede the line.
     assert re.search(rf"[\r\n]{user}\r?\n", shell.before), shell.before
+    ran(status)
     shell.sendline(status)
     shell.expect_exact(PROMPT)
     output = shell.before
@@ -120,6 +125,7 @@ def test_ray_status_as_the_login_user(cluster: Cluster) -> None:
     assert "Active:" in output and output.count(" node_") == 3, output
 
 
+@pytest.mark.every_mode
 def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
     ip = cluster.worker_ips[WORKER]
     listing = printed_command(cluster, r"ray-breakpoints --head \S+$")
@@ -148,6 +154,7 @@ def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
         assert f"{pause.ip}:{pause.port}" in listed.stdout, listed.stdout + listed.stderr
         ssh_line, debug = on_the_head(cluster, "ray debug")
         shell = login(ssh_line)
+        ran(debug)
         shell.sendline(debug)
         shell.expect_exact("Enter breakpoint index or press enter to refresh: ")
         shell.sendline("0")
@@ -163,6 +170,8 @@ def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
         wait_for(lambda: legacy_breakpoints(cluster.gcs), "breakpoint")
         attach = printed_command(cluster, r"ray-breakpoints .* --attach 1$")
         setup = [line for line in printed(cluster) if re.match(r"cd /|export RAY_AUTH_MODE=", line)]
+        for line in [*setup, attach]:
+            ran(line)
         local = pexpect.spawn(
             "bash",
             ["-c", "\n".join([*setup, attach])],
@@ -174,7 +183,17 @@ def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
         local.expect(pexpect.EOF)
         assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED
     else:
-        pytest.skip(f"no debugger to attach in mode {cluster.mode}")
+        # Mode off, as the runbook says: a breakpoint() in the driver or a task returns at once,
+        # a task that raises fails the job at once, and nothing is left paused to list.
+        job_id = submit("breakpoints_return.py", ip)
+        assert wait_for_job(jobs, job_id, timeout=120) == JobStatus.SUCCEEDED
+        assert "RESULT 43" in jobs.get_job_logs(job_id)
+        crashed = submit("post_mortem_crash.py", ip)
+        assert wait_for_job(jobs, crashed, timeout=120) == JobStatus.FAILED
+        assert "probe crash with answer=42" in jobs.get_job_logs(crashed)
+        listed = run_printed(cluster, listing)
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert ip not in listed.stdout, listed.stdout
 
 
 def pdb_session(terminal: pexpect.spawn) -> None:
@@ -193,13 +212,14 @@ def test_submit_and_read_logs(cluster: Cluster, tmp_path: Path) -> None:
         pytest.skip("this scenario installs no verl")
     submit_line = printed_command(cluster, r"ray job submit ")
     assert submit_line.endswith(" ...")
-    submitted = run_printed(cluster, submit_line[: -len("...")] + "--help", cwd=tmp_path)
+    help_line = derived(submit_line, submit_line[: -len("...")] + "--help")
+    submitted = run_printed(cluster, help_line, cwd=tmp_path)
     output = submitted.stdout + submitted.stderr
     assert submitted.returncode == 0, output[-4000:]
     job_id = re.search(r"Job '(\S+)' succeeded", output)
     assert job_id, output[-4000:]
     logs_line = printed_command(cluster, r"ray job logs ")
-    logs = run_printed(cluster, logs_line.replace("JOB_ID", job_id.group(1)))
+    logs = run_printed(cluster, derived(logs_line, logs_line.replace("JOB_ID", job_id.group(1))))
     assert logs.returncode == 0, logs.stdout + logs.stderr
     assert "Powered by Hydra" in logs.stdout, logs.stdout[-4000:]
 
@@ -209,6 +229,14 @@ def test_probe_as_printed(cluster: Cluster) -> None:
     probe = run_printed(
         cluster, printed_command(cluster, r"ansible-playbook -i \S+ playbooks/debug_probe")
     )
-    assert probe.returncode == 0, probe.stdout[-4000:] + probe.stderr[-2000:]
+    output = probe.stdout[-4000:] + probe.stderr[-2000:]
+    # Mode off (the faults scenario): the runbook says the probe stops, naming every worker.
+    assert (probe.returncode == 0) == (cluster.mode != "off"), output
     for worker in cluster.worker_ips:
         assert worker in probe.stdout
+    # The probe's table row: node, ip, ray, GPUs. The GPU worker's are stand-ins and say so.
+    row = rf"{GPU_WORKER}\s+\S+\s+\S+\s+2 \(stand-in\)\s"
+    assert re.search(row, probe.stdout), probe.stdout[-4000:]
+    if cluster.mode == "off":
+        for worker in cluster.worker_ips:
+            assert f"FAILED {worker}: debug mode is off" in probe.stdout, output

@@ -12,10 +12,11 @@ import os
 import re
 
 import pytest
-from conftest import NODES, PROJECT, Cluster, alive_nodes
+from conftest import PROJECT, Cluster, alive_nodes
+from nodes import NODES, WORKER
 from test_mode_switch import README_INVENTORY, changed_task_names, converge
 from test_nodes import ray_main_pid
-from test_runbook import commands
+from test_runbook import commands, derived
 
 
 def tagged_command(tag: str) -> str:
@@ -24,8 +25,11 @@ def tagged_command(tag: str) -> str:
         for text in commands((PROJECT / "README.md").read_text())
         if re.match(r"ansible-playbook -i \S+ cluster-up.yml --tags \w+$", text)
     ]
-    return re.sub(r"--tags \w+$", f"--tags {tag}", text).replace(
-        README_INVENTORY, os.environ["MOLECULE_INVENTORY_FILE"]
+    return derived(
+        text,
+        re.sub(r"--tags \w+$", f"--tags {tag}", text).replace(
+            README_INVENTORY, os.environ["MOLECULE_INVENTORY_FILE"]
+        ),
     )
 
 
@@ -33,7 +37,7 @@ def tagged_command(tag: str) -> str:
 def test_a_tagged_run_repairs_its_slice_and_restarts_nothing(
     cluster: Cluster, host_of, tag: str
 ) -> None:
-    worker = host_of("rc-worker1")
+    worker = host_of(WORKER)
     rules = "/etc/ray-cluster/firewall.nft"
     runbook = cluster.artifacts / "RUNBOOK.md"
     kept = {"ray_firewall": worker.file(rules).content_string, "runbook": runbook.read_text()}

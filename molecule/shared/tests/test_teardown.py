@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 from conftest import Cluster, alive_nodes, run_playbook
+from nodes import NODES
 from test_mode_switch import documented
 
-NODES = ("rc-head", "rc-worker1", "rc-worker2")
 STOP = r"ansible-playbook -i \S+ cluster-down.yml$"
 PURGE = r"ansible-playbook -i \S+ cluster-down.yml -e ray_purge=true$"
 RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 from conftest import Cluster, alive_nodes
+from nodes import GPU_WORKER, HEAD, NODES, WORKER
 from test_mode_switch import converge, documented, record
 
 pytestmark = pytest.mark.faults
 OTHER_RAY = "2.59.0"
-NODES = ("rc-head", "rc-worker1", "rc-worker2")
 
 
 def service_times(host) -> tuple[int, int]:
@@ -45,10 +45,10 @@ def test_version_change_stops_everything_then_starts_head_then_workers_one_by_on
         for play in report["plays"]
         if play["play"]["name"] == "Start the workers"
     ]
-    assert sorted(batches) == [["rc-worker1"], ["rc-worker2"]]
+    assert sorted(batches) == [[WORKER], [GPU_WORKER]]
 
     times = {node: service_times(host_of(node)) for node in NODES}
-    head_start = times["rc-head"][1]
+    head_start = times[HEAD][1]
     # Every old Ray was down before the new head came up: no old worker ever met it.
     assert max(stop for stop, _ in times.values()) < head_start
     first, second = (times[batch[0]][1] for batch in batches)

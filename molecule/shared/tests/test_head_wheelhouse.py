@@ -1,11 +1,15 @@
 """Offline installs: the controller sends the wheelhouse to the head alone, and every node
-installs from the head's server inside the cluster (the online scenario deselects these)."""
+installs from the head's server inside the cluster (the online scenario deselects these).
+
+Named to run before test_teardown.py purges the cluster: "the server is gone" must be read on
+a cluster that installed from it and runs."""
 
 from __future__ import annotations
 
 from conftest import Cluster, fetched_ray_from_head
+from nodes import HEAD, NODES
 
-testinfra_hosts = ["ansible://rc-head"]
+testinfra_hosts = [f"ansible://{HEAD}"]
 
 
 def test_every_worker_fetched_its_wheels_from_the_head(host, cluster: Cluster) -> None:
@@ -13,6 +17,8 @@ def test_every_worker_fetched_its_wheels_from_the_head(host, cluster: Cluster) -
         assert fetched_ray_from_head(host, address), f"{name} ({address}) never fetched Ray"
 
 
-def test_the_wheelhouse_server_is_gone_once_nodes_installed(host) -> None:
+def test_the_wheelhouse_server_is_gone_once_nodes_installed(host, host_of) -> None:
+    for name in NODES:
+        assert host_of(name).service("ray").is_running, f"{name}: runs no Ray it installed"
     assert not host.service("ray-wheelhouse").is_running
     assert not host.file("/var/cache/ray-cluster/wheelhouse").exists

@@ -1,0 +1,42 @@
+"""A hung playbook run fails within its limit and names the task it hung in (tests/bounded.py,
+which every molecule and sandbox playbook run goes through)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bounded import RunTimedOut, run_bounded
+
+HUNG = """\
+- name: A play that hangs
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Return at once
+      ansible.builtin.debug:
+        msg: fine
+    - name: Wait for a rank that never comes
+      ansible.builtin.command: sleep 300
+      changed_when: false
+"""
+
+
+def test_a_hung_playbook_fails_naming_its_task(tmp_path: Path) -> None:
+    playbook = tmp_path / "hung.yml"
+    playbook.write_text(HUNG)
+    started = time.monotonic()
+    with pytest.raises(RunTimedOut, match="A play that hangs : Wait for a rank that never comes"):
+        run_bounded(["bash", "-c", f"ansible-playbook {playbook}"], timeout=15, cwd=tmp_path)
+    # The whole process group went, the sleep under ansible-playbook under bash included.
+    assert time.monotonic() - started < 30
+
+
+def test_a_finished_run_returns_its_output_and_status(tmp_path: Path) -> None:
+    run = run_bounded(["bash", "-c", "echo out; echo err >&2; exit 3"], timeout=15)
+    assert (run.returncode, run.stdout, run.stderr) == (3, "out\n", "err\n")
