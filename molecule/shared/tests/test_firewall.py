@@ -47,9 +47,9 @@ def in_port_table(cluster: Cluster, port: int) -> bool:
     return False
 
 
-def ours_to_open(node: str) -> set[int]:
-    """What a full scan may find open from anywhere: SSH, where prepare.yml started it."""
-    return {22} if node == HEAD else set()
+# What a full scan must find open from anywhere: SSH, which prepare.yml starts on every node,
+# as on GPU nodes (the controller reaches them over it).
+OPEN_TO_ANYONE = {22}
 
 
 def listening_ports(host) -> set[int]:
@@ -71,14 +71,14 @@ def outsider_finds(outsider, node_host, address: str) -> set[int]:
 
 @pytest.mark.parametrize("node", NODES)
 def test_outsider_finds_only_ssh(outsider, cluster, host_of, node) -> None:
-    assert outsider_finds(outsider, host_of(node), address_of(cluster, node)) == ours_to_open(node)
+    assert outsider_finds(outsider, host_of(node), address_of(cluster, node)) == OPEN_TO_ANYONE
 
 
 @pytest.mark.parametrize("node", NODES)
 def test_trusted_address_reaches_rays_ports_and_only_those(cluster, node) -> None:
     """The controller (the network's gateway, in ray_trusted_cidrs) scans every node's ports."""
     found = open_ports(scan_from_controller(address_of(cluster, node)))
-    assert {port for port in found if not in_port_table(cluster, port)} == ours_to_open(node)
+    assert {port for port in found if not in_port_table(cluster, port)} == OPEN_TO_ANYONE
     expected = {int(cluster.ports["node_manager"]), int(cluster.ports["object_manager"])}
     if node == HEAD:
         expected |= {int(cluster.ports["gcs"]), int(cluster.ports["dashboard"])}
@@ -152,7 +152,7 @@ def test_ping_and_udp_pass_untouched_over_both_families(
 @pytest.mark.parametrize("node", NODES)
 def test_outsider_finds_only_ssh_over_ipv6(outsider, host_of, node) -> None:
     host = host_of(node)
-    assert outsider_finds(outsider, host, ipv6_of(host)) == ours_to_open(node)
+    assert outsider_finds(outsider, host, ipv6_of(host)) == OPEN_TO_ANYONE
 
 
 def test_a_node_is_trusted_by_every_address(cluster, host_of) -> None:
