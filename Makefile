@@ -1,7 +1,7 @@
 # One entry point for people and CI. `make test` is the README's test command.
 VENV ?= .venv
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-SCENARIOS ?= post_mortem legacy online faults
+SCENARIOS ?= post_mortem online faults
 # `make up`: a local sandbox cluster of containers.
 WORKERS ?= 2
 MODE ?= post_mortem

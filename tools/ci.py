@@ -73,8 +73,7 @@ def pipeline() -> list[Stage]:
         Stage("unit", make("unit"), 1200, ("setup",), ("lint",)),
         Stage("host", make("host"), 900, ("setup", "images"), ("unit",)),
         scenario("post_mortem", 1500, ("host",)),
-        scenario("legacy", 1000, ("post_mortem",)),
-        scenario("online", 1500, ("legacy",)),
+        scenario("online", 1500, ("post_mortem",)),
         scenario("faults", 1500, ("online",)),
         Stage("sandbox", make("sandbox"), 900, ("setup", "images"), ("faults",)),
         # Every covering test ran the documented commands it claims (tests/doc_commands.py):
@@ -83,7 +82,7 @@ def pipeline() -> list[Stage]:
             "doc-commands",
             ["python3", "tests/doc_commands.py", "--all-stages"],
             60,
-            follows=("lint", "unit", "post_mortem", "legacy", "online", "faults", "sandbox"),
+            follows=("lint", "unit", "post_mortem", "online", "faults", "sandbox"),
         ),
     ]
 

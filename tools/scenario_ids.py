@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 PROJECT = Path(__file__).resolve().parents[1]
-SCENARIOS = ("post_mortem", "legacy", "online", "faults")
+SCENARIOS = ("post_mortem", "online", "faults")
 TESTS = PROJECT / "molecule/shared/tests"
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import PROJECT, Cluster, alive_nodes, run_playbook, trusts, wait_for_job
 from nodes import FABRIC, GPU_WORKER, HEAD, NETWORK, WORKER
 from ray.job_submission import JobStatus, JobSubmissionClient
-from test_mode_switch import record
+from test_mode_switch import changed_tasks, converge, documented, record, summary_of
 from test_nodes import MODE_ENV
 
 pytestmark = pytest.mark.faults
@@ -62,6 +62,14 @@ def test_worker_raylet_killed_rejoins(cluster: Cluster, host_of, whole) -> None:
     host_of(WORKER).check_output("pkill -KILL -f '[r]ay/core/src/ray/raylet/raylet'")
     seconds = wait_until(rejoined(cluster, whole, {ip}), "worker did not rejoin")
     record(cluster, "fault: worker raylet killed -> rejoined", seconds)
+    # The node's configuration is intact, so nothing changes; but the Ray there is not the
+    # one the last run proved, so the runbook's re-run proves again rather than reuse it.
+    again = documented(
+        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
+    )
+    report, _ = converge(again)
+    assert changed_tasks(report) == set()
+    assert "Proof: run now" in summary_of(report)
 
 
 def test_head_killed_every_worker_rejoins(cluster: Cluster, host_of, whole) -> None:

@@ -19,7 +19,7 @@ from nodes import GPU_WORKER, NODES
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_data_path import STAND_IN_GPUS
 from test_debugger import ROUND_TRIPS
-from test_runbook import commands, derived, printed
+from test_runbook import commands, derived, find_and_attach, printed
 
 # The reader's inventory in README.md's commands; the tests put theirs there.
 README_INVENTORY = "inventory/mycluster/hosts.yml"
@@ -148,12 +148,19 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
             assert any("finished draining" in line for line in drains), drains
             assert not any("Failed to mark" in line for line in drains), drains
             assert sum("received SIGTERM" in line for line in drains) == 1, drains
-        ROUND_TRIPS[other](dataclasses.replace(cluster, mode=other), submit, jobs, outsider)
+        switched = dataclasses.replace(cluster, mode=other)
+        ROUND_TRIPS[other](switched, submit, jobs, outsider)
+        # The switched runbook's own commands, under this scenario's auth: on post_mortem's
+        # cluster (token auth) this is the one run of legacy's `ray debug` with the token.
+        find_and_attach(switched, submit, jobs)
     finally:
         # Later tests expect the scenario's own mode.
-        changed, seconds = cluster_up(back)
+        report, seconds = converge(back)
     record(cluster, f"mode switch {other} -> {cluster.mode}", seconds)
+    changed = changed_tasks(report)
     assert changed and changed <= SWITCH_TASKS
+    # Every node runs a new Ray: the proof of the last run does not hold for it.
+    assert "Proof: run now" in summary_of(report)
 
     # A no-op re-run changes nothing and restarts nothing: a running job keeps running.
     job_id = submit("long_running.py", cluster.worker_ips[GPU_WORKER])
@@ -166,6 +173,8 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     record(cluster, "no-op re-run", seconds)
     assert changed_tasks(report) == set()
     assert jobs.get_job_status(job_id) == JobStatus.RUNNING
+    # Every node runs the Ray the last run proved, so the no-op reports that proof.
+    assert any(line.startswith("Proof: reused from ") for line in summary_of(report))
     # The GPU worker's GPUs are stand-ins: the GPU proof must not call them checked.
     assert f"GPU proof: not checked: stand-in: {GPU_WORKER}" in summary_of(report)
     # Nor may the counts and the GPU line read as real GPUs.

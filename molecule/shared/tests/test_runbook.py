@@ -127,6 +127,13 @@ def test_ray_status_as_the_login_user(cluster: Cluster) -> None:
 
 @pytest.mark.every_mode
 def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
+    find_and_attach(cluster, submit, jobs)
+
+
+def find_and_attach(cluster: Cluster, submit, jobs) -> None:
+    """The runbook's way to a paused task in the cluster's mode, as printed: list it, then
+    attach (VS Code's launch.json and DAP in post_mortem; `ray debug` in a login shell on the
+    head and `ray-breakpoints --attach` in legacy); in mode off nothing pauses."""
     ip = cluster.worker_ips[WORKER]
     listing = printed_command(cluster, r"ray-breakpoints --head \S+$")
     if cluster.mode == "post_mortem":
