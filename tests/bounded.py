@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 # Long enough for a cold cluster-up of the molecule cluster on a busy 2-core machine (~5 min).
@@ -78,3 +79,37 @@ def run_bounded(
                 f"{stdout[-2000:]}{stderr[-2000:]}"
             ) from None
     return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
+def run_until_cut(
+    args: list[str], marker: str, timeout: float, env: dict[str, str] | None = None, **kwargs
+) -> str:
+    """Run `args` until a line of its output holds `marker`, then SIGKILL it and everything
+    under it, as a dropped SSH session or a power cut would end a run; its output so far.
+    Fails if the command ends, or `timeout` seconds pass, before the marker."""
+    process = subprocess.Popen(
+        args,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
+    )
+    assert process.stdout is not None
+    # A run that hangs before the marker prints nothing more: the kill ends the read.
+    deadline = threading.Timer(timeout, kill_tree, (process.pid,))
+    deadline.start()
+    output: list[str] = []
+    try:
+        for line in process.stdout:
+            output.append(line)
+            if marker in line:
+                return "".join(output)
+    finally:
+        deadline.cancel()
+        kill_tree(process.pid)
+        process.wait()
+    raise AssertionError(
+        f"{args} ended or ran past {timeout} s before printing {marker!r}:\n"
+        + "".join(output)[-3000:]
+    )

@@ -225,13 +225,18 @@ def debugger_proof_problems(
     wanted: Mapping[str, str],
     mode: str,
     port_range: PortSpec,
+    debug_modes: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, list[str]]:
     """Judge the debugger proof's report, {node ip: what a debugger did there}.
 
-    `wanted` maps every node's address to its host name. Returns `problems` (the run fails)
-    and `unreserved` (nodes whose kernel may give a debugger port to a connection).
+    `wanted` maps every node's address to its host name; `debug_modes` is ray_debug_modes,
+    whose variables the node's running Ray must carry as `mode` sets them. Returns `problems`
+    (the run fails) and `unreserved` (nodes whose kernel may give a debugger port to a
+    connection).
     """
     low, high = port_span(port_range)
+    names = sorted({name for settings in debug_modes.values() for name in settings["env"]})
+    expected = {name: debug_modes[mode]["env"].get(name) for name in names}
     problems, unreserved = [], []
     for address, host in sorted(wanted.items()):
         node = report.get(address)
@@ -239,6 +244,13 @@ def debugger_proof_problems(
             problems.append(f"{host} ({address}): no debugger proof came back from this node")
             continue
         where = f"{host} ({address}), Ray {node.get('ray', '?')}"
+        running = {name: node.get("debug_env", {}).get(name) for name in names}
+        if running != expected:
+            problems.append(
+                f"{where}: Ray runs with {_settings(running)}, not {mode}'s "
+                f"{_settings(expected)}: it did not restart on its configuration; re-run "
+                "cluster-up, which restarts a Ray older than its configuration"
+            )
         if node.get("error"):
             problems.append(f"{where}: {node['error']}")
         elif mode == "off":
@@ -252,6 +264,12 @@ def debugger_proof_problems(
         if mode != "off" and not set(range(low, high + 1)) <= _port_list(node.get("reserved", "")):
             unreserved.append(host)
     return {"problems": problems, "unreserved": unreserved}
+
+
+def _settings(env: Mapping[str, str | None]) -> str:
+    return ", ".join(
+        f"{name}={value}" if value is not None else f"{name} unset" for name, value in env.items()
+    )
 
 
 def _port_list(value: str) -> set[int]:

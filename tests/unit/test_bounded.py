@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bounded import RunTimedOut, run_bounded
+from bounded import RunTimedOut, run_bounded, run_until_cut
 
 HUNG = """\
 - name: A play that hangs
@@ -40,3 +40,25 @@ def test_a_hung_playbook_fails_naming_its_task(tmp_path: Path) -> None:
 def test_a_finished_run_returns_its_output_and_status(tmp_path: Path) -> None:
     run = run_bounded(["bash", "-c", "echo out; echo err >&2; exit 3"], timeout=15)
     assert (run.returncode, run.stdout, run.stderr) == (3, "out\n", "err\n")
+
+
+def test_a_run_is_cut_at_its_marker_and_not_after(tmp_path: Path) -> None:
+    """What the interrupted mode switch relies on: nothing after the marker runs."""
+    after = tmp_path / "after"
+    script = f"echo one; echo 'TASK [cut here]'; sleep 2; touch {after}; echo three"
+    output = run_until_cut(["bash", "-c", script], "cut here", timeout=30)
+    assert output.splitlines() == ["one", "TASK [cut here]"]
+    time.sleep(3)
+    assert not after.exists()
+
+
+def test_a_run_that_ends_before_its_marker_fails() -> None:
+    with pytest.raises(AssertionError, match="before printing 'never'"):
+        run_until_cut(["bash", "-c", "echo done"], "never", timeout=30)
+
+
+def test_a_run_that_hangs_before_its_marker_fails_at_its_limit() -> None:
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match="ran past 3 s"):
+        run_until_cut(["bash", "-c", "sleep 300"], "never", timeout=3)
+    assert time.monotonic() - started < 30

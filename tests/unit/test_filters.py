@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import ray_cluster as filters
+import yaml
 from ansible.errors import AnsibleFilterError
+
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_invalid_cidrs_keeps_only_the_bad_ones() -> None:
@@ -282,22 +287,43 @@ def test_nccl_env_overrides_win_over_detection() -> None:
 PROOF_NODES = {"10.0.0.10": "head", "10.0.0.11": "worker1"}
 
 
-def proof(port: int | None, **extra: object) -> dict[str, object]:
-    return {"ray": "2.60.0", "port": port, "paused": False, "reserved": "52000-52019", **extra}
+DEBUG_MODES = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())[
+    "ray_debug_modes"
+]
+
+
+def proof(port: int | None, mode: str = "legacy", **extra: object) -> dict[str, object]:
+    """What cluster_proof.py reports from a node whose Ray runs in `mode`."""
+    names = ("RAY_DEBUG", "RAY_DEBUG_POST_MORTEM")
+    debug_env = {name: DEBUG_MODES[mode]["env"].get(name) for name in names}
+    return {
+        "ray": "2.60.0",
+        "debug_env": debug_env,
+        "port": port,
+        "paused": False,
+        "reserved": "52000-52019",
+        **extra,
+    }
+
+
+def judge(report: dict, mode: str) -> dict[str, list[str]]:
+    return filters.debugger_proof_problems(report, PROOF_NODES, mode, "52000-52019", DEBUG_MODES)
 
 
 def test_debugger_proof_passes_ports_inside_the_range() -> None:
     report = {"10.0.0.10": proof(52000), "10.0.0.11": proof(52019)}
-    judged = filters.debugger_proof_problems(report, PROOF_NODES, "legacy", "52000-52019")
+    judged = judge(report, "legacy")
     assert judged == {"problems": [], "unreserved": []}
 
 
 def test_debugger_proof_names_node_ray_version_and_cause() -> None:
     report = {
-        "10.0.0.10": proof(41234, reserved="40000"),
-        "10.0.0.11": proof(None, error="AttributeError: module has no attribute '_RemotePdb'"),
+        "10.0.0.10": proof(41234, "post_mortem", reserved="40000"),
+        "10.0.0.11": proof(
+            None, "post_mortem", error="AttributeError: module has no attribute '_RemotePdb'"
+        ),
     }
-    judged = filters.debugger_proof_problems(report, PROOF_NODES, "post_mortem", "52000-52019")
+    judged = judge(report, "post_mortem")
     assert judged["problems"] == [
         "head (10.0.0.10), Ray 2.60.0: a post_mortem debugger listened on port 41234, outside "
         "ray_debugger_port_range 52000-52019; the port hook does not work on this Ray",
@@ -307,19 +333,34 @@ def test_debugger_proof_names_node_ray_version_and_cause() -> None:
 
 
 def test_debugger_proof_reports_silent_nodes() -> None:
-    judged = filters.debugger_proof_problems({}, PROOF_NODES, "legacy", "52000-52019")
+    judged = judge({}, "legacy")
     assert judged["problems"][0] == "head (10.0.0.10): no debugger proof came back from this node"
 
 
 def test_debugger_proof_in_mode_off_fails_a_breakpoint_that_waits() -> None:
-    report = {"10.0.0.10": proof(None, paused=True, reserved=""), "10.0.0.11": proof(None)}
-    judged = filters.debugger_proof_problems(report, PROOF_NODES, "off", "52000-52019")
+    report = {
+        "10.0.0.10": proof(None, "off", paused=True, reserved=""),
+        "10.0.0.11": proof(None, "off"),
+    }
+    judged = judge(report, "off")
     assert judged == {
         "problems": [
             "head (10.0.0.10), Ray 2.60.0: breakpoint() waited for a debugger in mode off"
         ],
         "unreserved": [],
     }
+
+
+def test_debugger_proof_names_a_node_whose_ray_runs_in_another_mode() -> None:
+    """A switch to legacy whose restart never happened on worker1: its Ray still runs
+    post_mortem, whatever its files say, and the run fails naming it."""
+    report = {"10.0.0.10": proof(52000), "10.0.0.11": proof(52001, "post_mortem")}
+    assert judge(report, "legacy")["problems"] == [
+        "worker1 (10.0.0.11), Ray 2.60.0: Ray runs with RAY_DEBUG unset, "
+        "RAY_DEBUG_POST_MORTEM=1, not legacy's RAY_DEBUG=legacy, RAY_DEBUG_POST_MORTEM unset: "
+        "it did not restart on its configuration; re-run cluster-up, which restarts a Ray "
+        "older than its configuration"
+    ]
 
 
 def test_auth_env_points_token_mode_at_the_token_file() -> None:

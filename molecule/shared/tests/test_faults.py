@@ -13,8 +13,7 @@ import pytest
 from conftest import PROJECT, Cluster, alive_nodes, run_playbook, trusts, wait_for_job
 from nodes import FABRIC, GPU_WORKER, HEAD, NETWORK, WORKER
 from ray.job_submission import JobStatus, JobSubmissionClient
-from test_mode_switch import changed_tasks, converge, documented, record, summary_of
-from test_nodes import MODE_ENV
+from test_mode_switch import changed_tasks, converge, documented, record, runs_in, summary_of
 
 pytestmark = pytest.mark.faults
 REJOIN_TIMEOUT = 300
@@ -84,11 +83,7 @@ def test_rebooted_worker_comes_back_in_the_same_mode(cluster: Cluster, host_of, 
     subprocess.run(["docker", "restart", GPU_WORKER], check=True, capture_output=True, timeout=120)
     wait_until(rejoined(cluster, whole, {ip}), "rebooted worker did not rejoin")
     record(cluster, "fault: worker rebooted -> rejoined", time.monotonic() - started)
-    environment = host_of(GPU_WORKER).check_output(
-        "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value ray)/environ"
-    )
-    for name, value in MODE_ENV[cluster.mode].items():
-        assert f"{name}={value}" in environment.splitlines()
+    assert runs_in(host_of(GPU_WORKER), cluster.mode)
     assert "table inet ray_cluster" in host_of(GPU_WORKER).check_output("nft list tables")
 
 

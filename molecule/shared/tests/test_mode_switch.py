@@ -14,16 +14,20 @@ import re
 import time
 from pathlib import Path
 
+from bounded import PLAYBOOK_LIMIT_S, run_until_cut
 from conftest import PROJECT, Cluster, run_playbook
 from nodes import GPU_WORKER, NODES
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_data_path import STAND_IN_GPUS
 from test_debugger import ROUND_TRIPS
+from test_nodes import MODE_ENV
 from test_runbook import commands, derived, find_and_attach, printed
 
 # The reader's inventory in README.md's commands; the tests put theirs there.
 README_INVENTORY = "inventory/mycluster/hosts.yml"
 
+# The first task after every node's new unit and environment are written, before any stop.
+CUT_AT = "TASK [verl_debug.cluster.ray_service : Read when Ray started"
 OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy", "off": "post_mortem"}
 # A mode switch may rewrite Ray's environment and unit and restart it on the nodes, and
 # rewrite the runbook on the controller; nothing else.
@@ -104,6 +108,29 @@ def cluster_up(text: str, *extra: str) -> tuple[set[str], float]:
     return changed_tasks(report), elapsed
 
 
+def cut_off(text: str, marker: str) -> None:
+    """Run a documented cluster-up command and kill it where it prints `marker`."""
+    run_until_cut(
+        ["bash", "-c", text],
+        marker,
+        PLAYBOOK_LIMIT_S,
+        env=dict(
+            os.environ,
+            ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default",
+            ANSIBLE_INVENTORY=os.environ["MOLECULE_INVENTORY_FILE"],
+        ),
+        cwd=PROJECT,
+    )
+
+
+def runs_in(host, mode: str) -> bool:
+    """Whether the node's running Ray (not its files) carries `mode`'s debugger settings."""
+    environment = host.check_output(
+        "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value ray)/environ"
+    ).splitlines()
+    return all(f"{name}={value}" in environment for name, value in MODE_ENV[mode].items())
+
+
 def wait_for_log(jobs: JobSubmissionClient, job_id: str, text: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while text not in jobs.get_job_logs(job_id):
@@ -138,9 +165,14 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
         "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
     )
     try:
+        # Cut off once every node has its new unit and environment, before any Ray stops:
+        # the same command again finds those files current, and must still restart Ray.
+        cut_off(headline, CUT_AT)
+        assert all(runs_in(node, cluster.mode) for node in nodes)
         changed, seconds = cluster_up(headline)
         record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
         assert changed and changed <= SWITCH_TASKS
+        assert all(runs_in(node, other) for node in nodes)
         # Each node stopped once and drained through a live GCS: the workers before the head,
         # and systemd signalled only `ray start`, not the GCS under it.
         for node in nodes:

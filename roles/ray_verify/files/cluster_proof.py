@@ -1,17 +1,20 @@
 """Prove on every alive node that a debugger opens as Ray opens it in MODE, and that CUDA can
 use every GPU Ray offers there.
 
-Run by cluster-up on the head with the cluster's Python: `cluster_proof.py MODE`. One driver
-runs, concurrently, a debugger task on every alive node and, on every node whose Ray resources
-have GPUs, a GPU task that holds all of them. Prints one JSON object, which the play judges:
+Run by cluster-up on the head with the cluster's Python: `cluster_proof.py MODE NAME...`,
+NAME being every variable a debug mode sets. One driver runs, concurrently, a debugger task on
+every alive node and, on every node whose Ray resources have GPUs, a GPU task that holds all
+of them. Prints one JSON object, which the play judges:
 
-    {"debuggers": {node ip: {"ray", "port", "paused", "reserved", "error"}},
+    {"debuggers": {node ip: {"ray", "debug_env", "port", "paused", "reserved", "error"}},
      "gpus": {node ip: GpuReport}}
 
 A GPU report says what the CUDA driver (libcuda.so.1, no torch needed), nvidia-smi and, where
 it is installed, torch see inside the task; a task that failed or never finished is
-{"error": why} in either map. Each task runs in a worker of its own that exits after it
-(max_calls=1): the debugger's port and the GPU contexts go with it, nothing is left behind.
+{"error": why} in either map. `debug_env` holds the NAMEs as the task inherited them from
+the node's running Ray (null where unset): a Ray that did not restart on its new mode shows.
+Each task runs in a worker of its own that exits after it (max_calls=1): the debugger's port
+and the GPU contexts go with it, nothing is left behind.
 """
 
 from __future__ import annotations
@@ -93,8 +96,13 @@ class GpuReport(TypedDict):
     torch: TorchReport | None
 
 
-def open_debugger(mode: str) -> dict[str, object]:
-    report: dict[str, object] = {"ray": ray.__version__, "port": None, "paused": False}
+def open_debugger(mode: str, mode_names: list[str]) -> dict[str, object]:
+    report: dict[str, object] = {
+        "ray": ray.__version__,
+        "debug_env": {name: os.environ.get(name) for name in mode_names},
+        "port": None,
+        "paused": False,
+    }
     try:
         with open(RESERVED_PORTS) as reserved:
             report["reserved"] = reserved.read().strip()
@@ -264,7 +272,7 @@ def _outcome(ref: ray.ObjectRef, finished: set[ray.ObjectRef], hint: str) -> obj
         return {"error": f"the proof task failed: {exc!r}"[:500]}
 
 
-def main(mode: str) -> None:
+def main(mode: str, mode_names: list[str]) -> None:
     ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
     debugger = ray.remote(num_cpus=0, max_calls=1)(open_debugger)
     gpu_task = ray.remote(num_cpus=0, max_calls=1)(report_gpus)
@@ -277,7 +285,7 @@ def main(mode: str) -> None:
             continue
         pinned = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         address = node["NodeManagerAddress"]
-        debuggers[address] = debugger.options(scheduling_strategy=pinned).remote(mode)
+        debuggers[address] = debugger.options(scheduling_strategy=pinned).remote(mode, mode_names)
         count = node["Resources"].get("GPU", 0)
         free = available.get(node["NodeID"], {}).get("GPU", 0)
         if 0 < free == count:
@@ -297,4 +305,4 @@ def main(mode: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
