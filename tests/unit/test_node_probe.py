@@ -85,9 +85,37 @@ def test_a_roce_port_without_an_ipv4_gid_has_no_index(tmp_path: Path) -> None:
     assert found == {"infiniband": [], "roce": ["mlx5_0"], "roce_gid_index": None}
 
 
-def test_the_probe_runs_as_the_facts_play_runs_it() -> None:
-    run = subprocess.run([sys.executable, str(PROBE)], capture_output=True, text=True, check=True)
-    probe = json.loads(run.stdout)
+def probe_as_the_facts_play(nvidia_smi: str, driver: Path) -> dict:
+    run = subprocess.run(
+        [sys.executable, str(PROBE), nvidia_smi, str(driver)],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    return json.loads(run.stdout)
+
+
+def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
+    probe = probe_as_the_facts_play(str(tmp_path / "no-nvidia-smi"), tmp_path / "no-driver")
     assert probe["version"] == f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert probe["cpus"] >= 1
     assert set(probe["rdma"]) == {"infiniband", "roce", "roce_gid_index"}
+    # No nvidia-smi: both of its answers fail as a shell's would, and no driver is loaded.
+    assert probe["nvidia"]["query"]["rc"] == probe["nvidia"]["banner"]["rc"] == 127
+    assert probe["nvidia"]["driver"] is None
+    assert "root" in probe["groups"]
+
+
+def test_the_probe_reads_nvidia_smi_and_the_driver(tmp_path: Path) -> None:
+    nvidia_smi = tmp_path / "nvidia-smi"
+    nvidia_smi.write_text(
+        '#!/bin/sh\nif [ $# -gt 0 ]; then echo "0, NVIDIA H100, 81559, 550.54.15"; '
+        'else echo "| NVIDIA-SMI 550.54.15    CUDA Version: 12.4 |"; fi\n'
+    )
+    nvidia_smi.chmod(0o755)
+    driver = tmp_path / "version"
+    driver.write_text("NVRM version: 550.54.15\n")
+    probe = probe_as_the_facts_play(str(nvidia_smi), driver)
+    assert probe["nvidia"]["query"] == {
+        "rc": 0, "stdout": "0, NVIDIA H100, 81559, 550.54.15\n", "stderr": ""
+    }  # fmt: skip
+    assert "CUDA Version: 12.4" in probe["nvidia"]["banner"]["stdout"]
+    assert probe["nvidia"]["driver"] == str(driver)

@@ -245,12 +245,14 @@ def local_nodes(**worker_vars: object) -> dict:
 
 
 def python_reporting(tmp_path: Path, version: str = "3.12") -> Path:
-    """A node 'Python' whose probe answers `version` with 16 CPUs."""
+    """A node 'Python' whose probe answers `version` with 16 CPUs and no GPUs."""
     fake_python = tmp_path / f"python{version}"
     fake_python.write_text(
         "#!/bin/sh\necho '"
         f'{{"version": "{version}", "machine": "x86_64", "glibc": "2.36", "cpus": 16,'
-        ' "rdma": {"infiniband": [], "roce": [], "roce_gid_index": null}}'
+        ' "rdma": {"infiniband": [], "roce": [], "roce_gid_index": null},'
+        ' "nvidia": {"query": {"rc": 127, "stdout": ""}, "banner": {"rc": 127, "stdout": ""},'
+        ' "driver": null}, "groups": ["root"]}'
         "'\n"
     )
     fake_python.chmod(0o755)

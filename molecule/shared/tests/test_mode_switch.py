@@ -31,14 +31,20 @@ CUT_AT = "TASK [verl_debug.cluster.ray_service : Read when Ray started"
 OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy", "off": "post_mortem"}
 # A mode switch may rewrite Ray's environment and unit and restart it on the nodes, and
 # rewrite the runbook on the controller; nothing else.
+WRITE_RAY_FILES = "Write Ray's environment, unit, temp directory and login profile"
 SWITCH_TASKS = {
-    "Write the Ray environment",
-    "Install the Ray unit",
-    "Give login shells the debug mode",
+    WRITE_RAY_FILES,
     "Stop Ray on the workers",
     "Stop Ray on the head",
     "Start Ray and enable it at boot",
     "Write the runbook",
+}
+# Of Ray's files, the switch changes what carries the mode: its environment, its unit (the
+# start flags) and the login shells' environment.
+SWITCH_PATHS = {
+    "/etc/ray-cluster/ray.env",
+    "/etc/systemd/system/ray.service",
+    "/etc/profile.d/ray-cluster.sh",
 }
 
 
@@ -100,6 +106,18 @@ def summary_of(report: dict) -> list[str]:
         for result in task["hosts"].values()
         for line in result["msg"]
     ]
+
+
+def written_by(report: dict, task: str) -> set[str]:
+    """The paths a node_files task changed, on any host."""
+    return {
+        path
+        for play in report["plays"]
+        for each in play["tasks"]
+        if each["task"]["name"].endswith(f" : {task}")
+        for result in each["hosts"].values()
+        for path in result.get("paths", [])
+    }
 
 
 def cluster_up(text: str, *extra: str) -> tuple[set[str], float]:
@@ -169,9 +187,12 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
         # the same command again finds those files current, and must still restart Ray.
         cut_off(headline, CUT_AT)
         assert all(runs_in(node, cluster.mode) for node in nodes)
-        changed, seconds = cluster_up(headline)
+        report, seconds = converge(headline)
         record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
+        changed = changed_tasks(report)
         assert changed and changed <= SWITCH_TASKS
+        # The cut-off run wrote every node's files: this one finds them current.
+        assert written_by(report, WRITE_RAY_FILES) == set()
         assert all(runs_in(node, other) for node in nodes)
         # Each node stopped once and drained through a live GCS: the workers before the head,
         # and systemd signalled only `ray start`, not the GCS under it.
@@ -191,6 +212,7 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     record(cluster, f"mode switch {other} -> {cluster.mode}", seconds)
     changed = changed_tasks(report)
     assert changed and changed <= SWITCH_TASKS
+    assert written_by(report, WRITE_RAY_FILES) == SWITCH_PATHS
     # Every node runs a new Ray: the proof of the last run does not hold for it.
     assert "Proof: run now" in summary_of(report)
 

@@ -1,14 +1,20 @@
 """What the facts play needs from a node that Ansible's facts lack; prints one JSON object.
 
 Run with the Python the cluster's venv will be built from (ray_python_interpreter): its
-version and glibc decide which wheels the node can load. Read-only.
+version and glibc decide which wheels the node can load. One run answers for the Python, the
+CPUs, the RDMA devices, the GPUs and the groups: each module run costs a node a Python start.
+Read-only.
+
+    node_probe.py NVIDIA_SMI DRIVER    # nvidia-smi's command, the driver's /proc file
 """
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -64,15 +70,41 @@ def rdma_devices(root: Path = RDMA_ROOT) -> dict[str, Any]:
     }
 
 
-def probe() -> dict[str, Any]:
+CSV = "--format=csv,noheader,nounits"
+
+
+def run(argv: list[str]) -> dict[str, Any]:
+    """rc and output of a command; a command the node lacks answers rc 127, as a shell would."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as problem:
+        return {"rc": 127, "stdout": "", "stderr": str(problem)}
+    return {"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+
+def nvidia(command: str, driver: str) -> dict[str, Any]:
+    """nvidia-smi's GPU list and its banner, where it prints the CUDA version the driver
+    supports (a node without the driver has no nvidia-smi: both fail and it has no GPUs), and
+    the path that shows a loaded driver, or None."""
+    return {
+        "query": run([command, "--query-gpu=index,name,memory.total,driver_version", CSV]),
+        "banner": run([command]),
+        "driver": driver if os.path.exists(driver) else None,
+    }
+
+
+def probe(nvidia_smi_command: str, driver: str) -> dict[str, Any]:
     return {
         "version": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "machine": platform.machine(),
         "glibc": platform.libc_ver()[1],
         "cpus": len(os.sched_getaffinity(0)),
         "rdma": rdma_devices(),
+        "nvidia": nvidia(nvidia_smi_command, driver),
+        # Ray's user joins the GPU and RDMA device groups the node has.
+        "groups": sorted(group.gr_name for group in grp.getgrall()),
     }
 
 
 if __name__ == "__main__":
-    print(json.dumps(probe()))
+    print(json.dumps(probe(sys.argv[1], sys.argv[2])))

@@ -1,0 +1,141 @@
+"""plugins/modules/node_files.py on a real file system: a node's files, directories and links
+put in their state in one module run, only what differs touched, --check and --diff kept."""
+
+from __future__ import annotations
+
+import grp
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location(
+    "node_files", PROJECT / "plugins/modules/node_files.py"
+)
+assert _spec and _spec.loader
+node_files = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(node_files)
+
+
+def no_validation(command: str, path: str) -> str | None:
+    raise AssertionError(f"nothing asked to validate {path} with {command}")
+
+
+def converge(entries: list[dict], check: bool = False, validate=no_validation) -> Any:
+    converger = node_files.Converger(check, validate)
+    for entry in entries:
+        converger.apply(entry)
+    return converger
+
+
+def layout(root: Path) -> list[dict]:
+    return [
+        {"path": str(root / "etc"), "state": "directory", "mode": "0755"},
+        {"path": str(root / "etc/ray.env"), "content": "A=1\n", "mode": "0640"},
+        {"path": str(root / "bin-ray"), "state": "link", "src": "/opt/venv/bin/ray"},
+    ]
+
+
+def test_entries_are_made_in_order_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
+    first = converge(layout(tmp_path))
+    assert first.paths == [str(tmp_path / "etc"), str(tmp_path / "etc/ray.env"),
+                           str(tmp_path / "bin-ray")]  # fmt: skip
+    assert (tmp_path / "etc/ray.env").read_text() == "A=1\n"
+    assert oct((tmp_path / "etc/ray.env").stat().st_mode & 0o7777) == "0o640"
+    assert os.readlink(tmp_path / "bin-ray") == "/opt/venv/bin/ray"
+    again = converge(layout(tmp_path))
+    assert again.paths == [] and again.diffs == []
+    # Written by renaming a file beside it: nothing is left behind.
+    assert sorted(path.name for path in (tmp_path / "etc").iterdir()) == ["ray.env"]
+
+
+def test_check_mode_reports_the_changes_and_makes_none(tmp_path: Path) -> None:
+    converge(layout(tmp_path))
+    entries = layout(tmp_path)
+    entries[1]["content"] = "A=2\n"
+    entries[2]["src"] = "/elsewhere/ray"
+    checked = converge(entries, check=True)
+    assert checked.paths == [str(tmp_path / "etc/ray.env"), str(tmp_path / "bin-ray")]
+    assert checked.diffs == [{"before_header": str(tmp_path / "etc/ray.env"),
+                              "after_header": str(tmp_path / "etc/ray.env"),
+                              "before": "A=1\n", "after": "A=2\n"}]  # fmt: skip
+    assert (tmp_path / "etc/ray.env").read_text() == "A=1\n"
+    assert os.readlink(tmp_path / "bin-ray") == "/opt/venv/bin/ray"
+
+
+def test_only_the_attributes_that_differ_are_set(tmp_path: Path) -> None:
+    converge(layout(tmp_path))
+    env = tmp_path / "etc/ray.env"
+    env.chmod(0o666)
+    inode = env.stat().st_ino
+    entries = layout(tmp_path)
+    entries[1]["group"] = grp.getgrgid(os.getgid()).gr_name
+    changed = converge(entries)
+    assert changed.paths == [str(env)] and changed.diffs == []
+    assert oct(env.stat().st_mode & 0o7777) == "0o640"
+    # Same content: the file is the same file, its readers keep it.
+    assert env.stat().st_ino == inode
+
+
+def test_a_refused_file_leaves_the_old_one(tmp_path: Path) -> None:
+    converge(layout(tmp_path))
+    entries = layout(tmp_path)
+    entries[1].update(content="broken\n", validate="nft -c -f %s")
+    with pytest.raises(node_files.EntryError, match="refused the new file: syntax error"):
+        converge(entries, validate=lambda command, path: "syntax error")
+    assert (tmp_path / "etc/ray.env").read_text() == "A=1\n"
+    assert sorted(path.name for path in (tmp_path / "etc").iterdir()) == ["ray.env"]
+
+
+def test_absent_removes_a_file_once(tmp_path: Path) -> None:
+    converge(layout(tmp_path))
+    gone = [{"path": str(tmp_path / "etc/ray.env"), "state": "absent"}]
+    assert converge(gone).paths == [str(tmp_path / "etc/ray.env")]
+    assert not (tmp_path / "etc/ray.env").exists()
+    assert converge(gone).paths == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"mode": "u+rw"}, "mode 'u+rw' is not octal permissions such as '0644'"),
+        ({"owner": "no-such-user"}, "the node has no user 'no-such-user'"),
+        ({"group": "no-such-group"}, "the node has no group 'no-such-group'"),
+        ({"content": None}, "a file needs its content"),
+    ],
+)
+def test_a_bad_entry_names_its_path_and_value(tmp_path: Path, change: dict, message: str) -> None:
+    entry = {"path": str(tmp_path / "f"), "content": "x\n", **change}
+    with pytest.raises(node_files.EntryError) as refused:
+        converge([entry])
+    assert str(refused.value) == f"{tmp_path / 'f'}: {message}"
+    assert not (tmp_path / "f").exists()
+
+
+def test_the_module_runs_under_ansible_with_check_and_diff(tmp_path: Path) -> None:
+    """Through ansible itself, as the roles call it: its argument spec and --check --diff."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1")  # fmt: skip
+    entries = json.dumps({"entries": layout(tmp_path)})
+
+    def ad_hoc(*flags: str) -> dict:
+        run = subprocess.run(
+            [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+             "-m", "verl_debug.cluster.node_files", "-a", entries, *flags],
+            cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        return json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+    checked = ad_hoc("--check", "--diff")
+    assert checked["changed"] and len(checked["paths"]) == 3
+    assert [diff["after"] for diff in checked["diff"]] == ["A=1\n"]
+    assert not (tmp_path / "etc").exists()
+    assert ad_hoc()["changed"]
+    assert not ad_hoc()["changed"]
