@@ -93,7 +93,7 @@ scenario-%: setup needs-docker needs-scans
 
 # `make up` / `make probe` / `make down` as a newcomer runs them.
 sandbox: setup image needs-scans
-	pytest tests/sandbox
+	pytest --durations 10 --timeout 1800 tests/sandbox
 
 # Every stage under its own limit, the images built beside lint and unit, the scenarios one
 # after another; ends with a table of the stages' wall times (tools/ci.py).
