@@ -87,7 +87,7 @@ def test_a_roce_port_without_an_ipv4_gid_has_no_index(tmp_path: Path) -> None:
 
 def probe_as_the_facts_play(nvidia_smi: str, driver: Path) -> dict:
     run = subprocess.run(
-        [sys.executable, str(PROBE), nvidia_smi, str(driver)],
+        [sys.executable, str(PROBE), nvidia_smi, str(driver), "ray-firewall"],
         capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     return json.loads(run.stdout)
@@ -102,6 +102,8 @@ def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
     assert probe["nvidia"]["query"]["rc"] == probe["nvidia"]["banner"]["rc"] == 127
     assert probe["nvidia"]["driver"] is None
     assert "root" in probe["groups"]
+    # Where systemd answers, every unit asked for is read, installed or not.
+    assert set(probe["units"]) in ({"ray-firewall"}, set())
 
 
 def test_the_probe_reads_nvidia_smi_and_the_driver(tmp_path: Path) -> None:
@@ -119,3 +121,17 @@ def test_the_probe_reads_nvidia_smi_and_the_driver(tmp_path: Path) -> None:
     }  # fmt: skip
     assert "CUDA Version: 12.4" in probe["nvidia"]["banner"]["stdout"]
     assert probe["nvidia"]["driver"] == str(driver)
+
+
+def test_unit_states_are_read_per_unit_in_the_order_asked() -> None:
+    shown = (
+        "ActiveState=active\nUnitFileState=enabled\nNeedDaemonReload=no\n\n"
+        "ActiveState=inactive\nUnitFileState=\nNeedDaemonReload=no\n"
+    )
+    running = {"ActiveState": "active", "UnitFileState": "enabled", "NeedDaemonReload": "no"}
+    absent = {"ActiveState": "inactive", "UnitFileState": "", "NeedDaemonReload": "no"}
+    assert node_probe.unit_states(["ray-firewall", "ray"], shown) == {
+        "ray-firewall": running,
+        "ray": absent,
+    }
+    assert node_probe.unit_states([], "") == {}

@@ -252,7 +252,7 @@ def python_reporting(tmp_path: Path, version: str = "3.12") -> Path:
         f'{{"version": "{version}", "machine": "x86_64", "glibc": "2.36", "cpus": 16,'
         ' "rdma": {"infiniband": [], "roce": [], "roce_gid_index": null},'
         ' "nvidia": {"query": {"rc": 127, "stdout": ""}, "banner": {"rc": 127, "stdout": ""},'
-        ' "driver": null}, "groups": ["root"]}'
+        ' "driver": null}, "groups": ["root"], "units": {}, "nft": null}'
         "'\n"
     )
     fake_python.chmod(0o755)

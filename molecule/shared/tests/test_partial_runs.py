@@ -26,10 +26,13 @@ def reaches(host, ip: str, port: int) -> bool:
 def test_limit_run_on_one_worker_keeps_the_cluster_whole(
     cluster: Cluster, host_of, submit, jobs
 ) -> None:
-    """An operator re-applies one worker; every node's firewall still trusts every node, and
-    after Ray restarts on that worker, jobs reach every worker."""
+    """An operator re-applies one worker whose firewall guard someone stopped; the guard runs
+    again, every node's firewall still trusts every node, and after Ray restarts on that
+    worker, jobs reach every worker."""
+    host_of(WORKER).check_output("systemctl stop ray-firewall")
     runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, cluster.mode, cluster)
     converge(runbook_up, "--limit", WORKER)
+    assert host_of(WORKER).service("ray-firewall").is_running
     for node in NODES:
         for ip in (cluster.head_ip, *cluster.worker_ips.values(), *FABRIC.values()):
             assert trusts(host_of(node), ip), (node, ip)

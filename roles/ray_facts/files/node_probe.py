@@ -2,10 +2,11 @@
 
 Run with the Python the cluster's venv will be built from (ray_python_interpreter): its
 version and glibc decide which wheels the node can load. One run answers for the Python, the
-CPUs, the RDMA devices, the GPUs and the groups: each module run costs a node a Python start.
-Read-only.
+CPUs, the RDMA devices, the GPUs, the groups, and the firewall's package and unit: each module
+run costs a node a Python start. Read-only.
 
-    node_probe.py NVIDIA_SMI DRIVER    # nvidia-smi's command, the driver's /proc file
+    node_probe.py NVIDIA_SMI DRIVER [UNIT...]
+        # nvidia-smi's command, the driver's /proc file, the systemd units to read
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import grp
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +95,28 @@ def nvidia(command: str, driver: str) -> dict[str, Any]:
     }
 
 
-def probe(nvidia_smi_command: str, driver: str) -> dict[str, Any]:
+# Whether a unit runs, starts at boot, and runs the unit file on disk.
+UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "NeedDaemonReload")
+
+
+def unit_states(names: list[str], shown: str) -> dict[str, dict[str, str]]:
+    """`systemctl show` of several units prints one block per unit, in the order asked."""
+    blocks = shown.strip().split("\n\n") if shown.strip() else []
+    return {
+        name: dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        for name, block in zip(names, blocks, strict=False)
+    }
+
+
+def units(names: list[str]) -> dict[str, dict[str, str]]:
+    """What systemd says of each unit; nothing where systemd does not answer."""
+    if not names:
+        return {}
+    shown = run(["systemctl", "show", "--property=" + ",".join(UNIT_PROPERTIES), *names])
+    return unit_states(names, shown["stdout"]) if shown["rc"] == 0 else {}
+
+
+def probe(nvidia_smi_command: str, driver: str, unit_names: list[str]) -> dict[str, Any]:
     return {
         "version": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "machine": platform.machine(),
@@ -103,8 +126,11 @@ def probe(nvidia_smi_command: str, driver: str) -> dict[str, Any]:
         "nvidia": nvidia(nvidia_smi_command, driver),
         # Ray's user joins the GPU and RDMA device groups the node has.
         "groups": sorted(group.gr_name for group in grp.getgrall()),
+        "units": units(unit_names),
+        # nftables' command, where the firewall would install the package.
+        "nft": shutil.which("nft") or shutil.which("nft", path="/usr/sbin:/sbin"),
     }
 
 
 if __name__ == "__main__":
-    print(json.dumps(probe(sys.argv[1], sys.argv[2])))
+    print(json.dumps(probe(sys.argv[1], sys.argv[2], sys.argv[3:])))
