@@ -235,7 +235,7 @@ def debugger_proof_problems(
     connection).
     """
     low, high = port_span(port_range)
-    names = sorted({name for settings in debug_modes.values() for name in settings["env"]})
+    names = debug_variable_names(debug_modes)
     expected = {name: debug_modes[mode]["env"].get(name) for name in names}
     problems, unreserved = [], []
     for address, host in sorted(wanted.items()):
@@ -264,6 +264,23 @@ def debugger_proof_problems(
         if mode != "off" and not set(range(low, high + 1)) <= _port_list(node.get("reserved", "")):
             unreserved.append(host)
     return {"problems": problems, "unreserved": unreserved}
+
+
+def debug_variable_names(debug_modes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every variable some debug mode sets (ray_debug_modes): what the proof reads on a node."""
+    return sorted({name for settings in debug_modes.values() for name in settings["env"]})
+
+
+# What systemd says of a unit that runs, starts at boot and runs the unit file on disk.
+UNIT_UP = {"ActiveState": "active", "UnitFileState": "enabled", "NeedDaemonReload": "no"}
+
+
+def unit_up(properties: Mapping[str, str] | Iterable[str]) -> bool:
+    """Whether `systemctl show` says the unit is up as written: {property: value}, or its
+    PROPERTY=VALUE lines (other lines are ignored). Nothing read says no."""
+    if not isinstance(properties, Mapping):
+        properties = dict(line.split("=", 1) for line in properties if "=" in line)
+    return all(properties.get(name) == value for name, value in UNIT_UP.items())
 
 
 def _settings(env: Mapping[str, str | None]) -> str:
@@ -477,4 +494,6 @@ class FilterModule:
             "ray_verl_fit_shortfalls": verl_fit_shortfalls,
             "ray_pythons_outside": pythons_outside,
             "ray_debugger_proof_problems": debugger_proof_problems,
+            "ray_debug_variable_names": debug_variable_names,
+            "ray_unit_up": unit_up,
         }

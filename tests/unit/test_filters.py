@@ -369,3 +369,25 @@ def test_auth_env_points_token_mode_at_the_token_file() -> None:
         "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token",
     }
     assert filters.auth_env("disabled", "/etc/ray/auth_token") == {"RAY_AUTH_MODE": "disabled"}
+
+
+def test_unit_up_reads_systemctl_show_as_lines_or_a_mapping() -> None:
+    """Both readers of systemd (ray_service's own read, the facts play's probe) judge a unit
+    by the same three properties: running, enabled at boot, no reload pending."""
+    up = ["ActiveState=active", "UnitFileState=enabled", "NeedDaemonReload=no", "written=17"]
+    assert filters.unit_up(up)
+    assert filters.unit_up(dict(line.split("=", 1) for line in up))
+    for stale in ("ActiveState=failed", "UnitFileState=disabled", "NeedDaemonReload=yes"):
+        name = stale.split("=")[0]
+        assert not filters.unit_up([stale, *(line for line in up if not line.startswith(name))])
+    assert not filters.unit_up([])
+    assert not filters.unit_up({})
+
+
+def test_debug_variable_names_are_every_modes_variables_once() -> None:
+    modes = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())[
+        "ray_debug_modes"
+    ]
+    names = filters.debug_variable_names(modes)
+    assert names == sorted(set(names))
+    assert {"RAY_DEBUG", "RAY_DEBUG_POST_MORTEM"} <= set(names)
