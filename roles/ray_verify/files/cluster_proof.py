@@ -34,6 +34,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 TIMEOUT_S = 120
+# The report's line starts with this (ray_verify's vars read it).
+REPORT_MARKER = "PROOF "
 # The GPU task waits for every GPU of its node: a job holding one keeps it from starting.
 GPU_TIMEOUT_HINT = "; a job holding some of the node's GPUs keeps the GPU task from starting"
 
@@ -301,7 +303,9 @@ def main(mode: str, mode_names: list[str]) -> None:
             **{ip: _outcome(ref, finished, GPU_TIMEOUT_HINT) for ip, ref in gpus.items()},
         },
     }
-    print(json.dumps(report))
+    # Marked: the driver also prints the cluster's errors to stdout, such as a node marked
+    # dead while cluster-up could not reach it.
+    print(REPORT_MARKER + json.dumps(report))
 
 
 if __name__ == "__main__":
