@@ -4,9 +4,13 @@ drops or adds a check in a scenario rewrites molecule/SCENARIO/test-ids.txt
 
 from __future__ import annotations
 
-import pytest
+import configparser
+from pathlib import Path
 
-from tools.scenario_ids import SCENARIOS, collected, listed, nodes_env
+import pytest
+import yaml
+
+from tools.scenario_ids import PROJECT, SCENARIOS, collected, listed, nodes_env
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -32,3 +36,14 @@ def test_scenarios_side_by_side_share_no_name_or_subnet() -> None:
     assert len(set(prefixes)) == len(SCENARIOS), prefixes
     assert len(set(subnets)) == len(SCENARIOS), subnets
     assert all(0 < subnet < 256 and subnet not in (124, 125) for subnet in subnets), subnets
+
+
+def test_scenarios_reach_nodes_over_ssh_as_the_checkout_does() -> None:
+    """Molecule writes its own ansible.cfg for the scenarios' runs: its SSH arguments
+    (ControlPersist, the keepalives that report a vanished node unreachable) must be the
+    checkout's, or the scenarios test another SSH than operators run."""
+    checkout = configparser.ConfigParser()
+    checkout.read(PROJECT / "ansible.cfg")
+    molecule = yaml.safe_load(Path(PROJECT, ".config/molecule/config.yml").read_text())
+    ssh_args = molecule["ansible"]["cfg"]["ssh_connection"]["ssh_args"]
+    assert ssh_args.split() == checkout["ssh_connection"]["ssh_args"].split()
