@@ -80,12 +80,14 @@ def ray_up(nodes: Nodes) -> float:
     return time.monotonic() - started
 
 
-def manual(nodes: Nodes, head_alone: bool = False) -> float:
+def manual(nodes: Nodes, head_alone: bool = False, all_at_once: bool = False) -> float:
     """Seconds for the hand sequence over SSH, one node at a time; with `head_alone`, on the
-    head only: the limit, what one node costs without any orchestration."""
+    head only: the limit, what one node costs without any orchestration; with `all_at_once`,
+    on every node at the same time: the floor for the cluster."""
     addresses = [nodes.head] if head_alone else [nodes.head, *nodes.worker_addresses]
+    at_once = ["--all-at-once"] if all_at_once else []
     started = time.monotonic()
-    run("bench/manual.sh", RESULTS / "id_ed25519", ARCHIVE, LOCK, *addresses)
+    run("bench/manual.sh", *at_once, RESULTS / "id_ed25519", ARCHIVE, LOCK, *addresses)
     wait_alive(nodes.head, len(addresses))
     return time.monotonic() - started
 

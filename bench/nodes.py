@@ -89,6 +89,13 @@ class Nodes:
         network = run("docker", "network", "inspect", NAME, "--format", "{{.Id}}").strip()
         return int(Path(f"/sys/class/net/br-{network[:12]}/statistics/tx_bytes").read_text())
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds each node's container has used since it started, all its processes."""
+        return {name: container_cpu_seconds(name) for name in self.names}
+
+    def cpu_since(self, before: dict[str, float]) -> dict[str, float]:
+        return {name: round(used - before[name], 1) for name, used in self.cpu_seconds().items()}
+
     def destroy(self) -> None:
         run("ansible-playbook", "playbooks/sandbox_down.yml", "-e", f"sandbox_name={NAME}")
 
@@ -105,6 +112,22 @@ class Nodes:
             for name in group["hosts"]:
                 group["hosts"][name] = {"ansible_host": self.address(name)}
         SSH_INVENTORY.write_text(yaml.safe_dump(inventory))
+
+
+def container_cpu_seconds(name: str) -> float:
+    """From the container's cgroup: cgroup v1's cpuacct (nanoseconds) or v2's cpu.stat."""
+    full_id = run("docker", "inspect", name, "--format", "{{.Id}}").strip()
+    root = Path("/sys/fs/cgroup")
+    for usage in (root / f"cpuacct/docker/{full_id}/cpuacct.usage",
+                  root / f"cpu,cpuacct/docker/{full_id}/cpuacct.usage"):  # fmt: skip
+        if usage.exists():
+            return int(usage.read_text()) / 1e9
+    for stat in (root / f"system.slice/docker-{full_id}.scope/cpu.stat",
+                 root / f"docker/{full_id}/cpu.stat"):  # fmt: skip
+        if stat.exists():
+            fields = dict(line.split() for line in stat.read_text().splitlines())
+            return int(fields["usage_usec"]) / 1e6
+    raise FileNotFoundError(f"no cgroup CPU account for container {name} under {root}")
 
 
 def wait_for_port(host: str, port: int, timeout: float = 60) -> None:

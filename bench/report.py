@@ -1,27 +1,18 @@
-"""docs/benchmarks.md and docs/benchmarks.png from the samples of one `make bench` run."""
+"""docs/benchmarks.md and docs/benchmarks.png from the samples of one `make bench` run,
+docs/benchmarks.jsonl: the page is a function of the samples alone (a unit test renders it
+again from them), so every figure in it can be traced to the samples it came from."""
 
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
-import subprocess
-import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-from bench.nodes import PROJECT, RESULTS
-
+PROJECT = Path(__file__).resolve().parents[1]
 DOC = PROJECT / "docs/benchmarks.md"
-# The commit the samples were taken on, written by bench/run.py when it starts.
-COMMIT = RESULTS / "commit"
+SAMPLES = PROJECT / "docs/benchmarks.jsonl"
 PLOT = PROJECT / "docs/benchmarks.png"
 
 
@@ -43,7 +34,7 @@ def load(path: Path) -> list[dict]:
 
 
 def stat(rows: list[dict], **match: object) -> Stat:
-    samples = [row["seconds"] for row in rows if all(row.get(k) == v for k, v in match.items())]
+    samples = [row["seconds"] for row in rows if matches(row, **match)]
     if not samples:
         raise ValueError(f"no samples for {match}")
     return Stat(samples)
@@ -51,7 +42,7 @@ def stat(rows: list[dict], **match: object) -> Stat:
 
 def measured(rows: list[dict], key: str, **match: object) -> Stat:
     """Another measure than seconds (`sent_mb`, `cpu_s`) of the samples that match."""
-    return Stat([row[key] for row in rows if all(row.get(k) == v for k, v in match.items())])
+    return Stat([row[key] for row in rows if matches(row, **match)])
 
 
 def slope(values: dict[int, Stat]) -> float:
@@ -86,19 +77,30 @@ def where_the_time_goes(rows: list[dict]) -> list[str]:
     return [*lines, ""]
 
 
-def machine() -> str:
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), platform.processor(),
-    )  # fmt: skip
-    memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
-    docker = subprocess.run(
-        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
-    ).stdout.strip()
-    return (
-        f"{os.cpu_count()} CPUs ({cpu}), {memory_kib / 2**20:.0f} GiB memory, "
-        f"Linux {platform.release()}, Docker {docker}, Python {sys.version.split()[0]}"
-    )
+def node_cpu(rows: list[dict], **match: object) -> str:
+    """The median of the CPU seconds all nodes' containers spent in the matching runs."""
+    totals = [sum(row["node_cpu_s"].values()) for row in rows
+              if "node_cpu_s" in row and matches(row, **match)]  # fmt: skip
+    return f"{statistics.median(totals):.0f} s" if totals else ""
+
+
+def header(rows: list[dict]) -> list[str]:
+    """When, on what and where the samples were taken: read from the samples themselves."""
+    times = sorted(row["at"] for row in rows)
+    span = datetime.fromisoformat(times[-1]) - datetime.fromisoformat(times[0])
+    commits = list(dict.fromkeys(row["commit"] for row in rows))
+    machines = list(dict.fromkeys(row["machine"] for row in rows))
+    repeats = stat(rows, what="cold", method="cluster-up", strategy=None).samples
+    return [
+        f"- Samples: {len(rows)}, taken {times[0]} to {times[-1]} UTC"
+        f" ({span.total_seconds() / 60:.0f} min), {len(repeats)} repeats of each cluster run",
+        f"- Commit{'s' if len(commits) > 1 else ''}: {', '.join(commits)}",
+        *(f"- Machine: {machine}" for machine in machines),
+    ]
+
+
+def matches(row: dict, **match: object) -> bool:
+    return all(row.get(key) == value for key, value in match.items())
 
 
 def verdict(value: Stat, base: Stat, factor: float) -> str:
@@ -108,6 +110,12 @@ def verdict(value: Stat, base: Stat, factor: float) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
+    # Only `make bench` installs matplotlib; rendering the page again needs none.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     counts = sorted({row["workers"] for row in rows if row["what"] == "scale"})
     stats = [stat(rows, what="scale", workers=count) for count in counts]
     medians = [s.median for s in stats]
@@ -125,12 +133,12 @@ def plot(rows: list[dict], path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
-def write(samples: Path) -> None:
-    rows = load(samples)
+def render(rows: list[dict]) -> str:
     ours = stat(rows, what="cold", method="cluster-up", strategy=None)
     ray_up = stat(rows, what="cold", method="ray up")
     manual = stat(rows, what="cold", method="manual")
     limit = stat(rows, what="cold", method="limit")
+    floor = stat(rows, what="cold", method="floor")
     noop = stat(rows, what="no-op", without=None, strategy=None)
     switch = stat(rows, what="mode switch", strategy=None)
     mitogen = {
@@ -159,11 +167,12 @@ def write(samples: Path) -> None:
     lines = [
         "# Benchmarks",
         "",
-        "Written by `make bench` (`bench/`) from one run; the samples are in",
-        "`artifacts/bench-results/results.jsonl` of that run. Timings live here, never in tests.",
+        "Written by `make bench` (`bench/`) from the samples of one run,",
+        "[benchmarks.jsonl](benchmarks.jsonl), committed beside this page: each sample names",
+        "the commit, machine and minute it was taken on, and `python -m bench.report` writes",
+        "this page from them again. Timings live here, never in tests.",
         "",
-        f"- Run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, on commit {COMMIT.read_text().strip()}",
-        f"- Machine: {machine()}",
+        *header(rows),
         "- Nodes: systemd containers of the sandbox image on one Docker network, reached over",
         "  SSH by every method (ControlPersist and pipelining for Ansible, per `ansible.cfg`).",
         "  All nodes share the machine's CPUs.",
@@ -173,10 +182,13 @@ def write(samples: Path) -> None:
         "  with uv (`uv pip sync`); `ray up` and the manual sequence take uv out of the",
         "  wheelhouse's own wheel and make the venv with it. They start Ray in legacy debug",
         "  mode; cluster-up's cold runs alternate legacy and post_mortem, and each is followed",
-        "  by a switch to the other mode.",
-        "- The limit: the manual sequence on the head alone, one SSH session that streams the",
-        "  archive in, installs with uv and starts Ray: what one node costs with no",
-        "  orchestration at all.",
+        "  by a switch to the other mode. cluster-up alone compiles the venv's bytecode at",
+        "  install (Ray runs as a user who may not write it later); the others run Ray as root.",
+        "- The floor: the manual sequence on every node at once, one SSH session per node that",
+        "  streams the archive in, installs with uv and starts Ray: what the cluster costs",
+        "  with no orchestration at all. The limit: the same on the head alone, one node.",
+        "- Nodes' CPU: the CPU seconds all nodes' containers spent during the run (their",
+        "  cgroups' accounts), beside the wall time; the controller's are not in it.",
         "- Every time runs from bare, booted nodes (or, for re-runs, from the cluster the",
         "  previous step left) until every node is ALIVE in the head's state API; for",
         "  cluster-up that is the end of the play, which waits for it.",
@@ -185,22 +197,29 @@ def write(samples: Path) -> None:
         "",
         "## 1 head + 2 workers",
         "",
-        "| measurement | median (min-max, n) | / `ray up` cold | target | |",
-        "|---|---|---|---|---|",
-        f"| `cluster-up.yml`, bare nodes to debug-ready | {ours.cell()} | {ratio(ours)} "
+        "| measurement | median (min-max, n) | nodes' CPU | / `ray up` cold | target | |",
+        "|---|---|---|---|---|---|",
+        f"| `cluster-up.yml`, bare nodes to debug-ready | {ours.cell()} "
+        f"| {node_cpu(rows, what='cold', method='cluster-up', strategy=None)} | {ratio(ours)} "
         f"| <= 0.5 x `ray up` | {verdict(ours, ray_up, 0.5)} |",
-        f"| `ray up` (local provider, `bench/ray-up.yaml`) | {ray_up.cell()} | 1.00 | | |",
+        f"| `ray up` (local provider, `bench/ray-up.yaml`) | {ray_up.cell()} "
+        f"| {node_cpu(rows, what='cold', method='ray up')} | 1.00 | | |",
         f"| manual sequence over SSH, node by node (`bench/manual.sh`) | {manual.cell()} "
-        f"| {ratio(manual)} | | |",
+        f"| {node_cpu(rows, what='cold', method='manual')} | {ratio(manual)} | | |",
+        f"| the floor: the manual sequence on every node at once | {floor.cell()} "
+        f"| {node_cpu(rows, what='cold', method='floor')} | {ratio(floor)} "
+        f"| cluster-up cold <= 2 x this | {verdict(ours, floor, 2)} |",
         f"| the limit: the manual sequence on the head alone | {limit.cell()} "
-        f"| {ratio(limit)} | cluster-up cold <= 2 x this | {verdict(ours, limit, 2)} |",
+        f"| {node_cpu(rows, what='cold', method='limit')} | {ratio(limit)} | | |",
         f"| no-op re-run of `cluster-up.yml` (tasks changed: {noop_changes}) | {noop.cell()} "
-        f"| {ratio(noop)} | <= 0.1 x cold | {verdict(noop, ours, 0.1)} |",
+        f"| {node_cpu(rows, what='no-op', without=None, strategy=None)} | {ratio(noop)} "
+        f"| <= 0.1 x cold | {verdict(noop, ours, 0.1)} |",
         f"| re-run of `ray up` (re-runs setup, restarts Ray) | {rerun.cell()} "
-        f"| {ratio(rerun)} | | |",
-        f"| mode switch legacy <-> post_mortem | {switch.cell()} | {ratio(switch)} "
+        f"| {node_cpu(rows, what='re-run', method='ray up')} | {ratio(rerun)} | | |",
+        f"| mode switch legacy <-> post_mortem | {switch.cell()} "
+        f"| {node_cpu(rows, what='mode switch', strategy=None)} | {ratio(switch)} "
         f"| <= 0.25 x cold | {verdict(switch, ours, 0.25)} |",
-        f"| add one worker to a running cluster | {add.cell()} | {ratio(add)} | | |",
+        f"| add one worker to a running cluster | {add.cell()} | | {ratio(add)} | | |",
         "",
         "## Levers: the no-op re-run with one of them turned off",
         "",
@@ -268,10 +287,15 @@ def write(samples: Path) -> None:
         "[scale.md](scale.md) reads these figures.",
         "",
     ]
-    DOC.write_text("\n".join(lines))
+    return "\n".join(lines)
+
+
+def write(samples: Path) -> None:
+    rows = load(samples)
+    DOC.write_text(render(rows))
     plot(rows, PLOT)
     print(f"wrote {DOC} and {PLOT}")
 
 
 if __name__ == "__main__":
-    write(RESULTS / "results.jsonl")
+    write(SAMPLES)

@@ -1,7 +1,8 @@
 """`make bench`: cluster-up.yml against `ray up` and a manual SSH sequence, on the same bare
-sandbox nodes with the same warm wheelhouse. Every sample lands in
-artifacts/bench-results/results.jsonl as it is taken; docs/benchmarks.md and its plot are
-written from that file at the end (`python -m bench.report` rewrites them alone)."""
+sandbox nodes with the same warm wheelhouse. Every sample lands in docs/benchmarks.jsonl as it
+is taken, with the commit, machine and time it was taken on; docs/benchmarks.md and its plot
+are written from that file at the end (`python -m bench.report` rewrites them alone), and
+both are committed."""
 
 from __future__ import annotations
 
@@ -9,15 +10,22 @@ import argparse
 import functools
 import importlib.util
 import json
+import os
+import platform
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from bench import report
-from bench.methods import cluster_up, controller_cpu, keep_lock_and_archive, manual, ray_up
+from bench.methods import Run, cluster_up, controller_cpu, keep_lock_and_archive, manual, ray_up
 from bench.nodes import RESULTS, Nodes, run
 
-SAMPLES = RESULTS / "results.jsonl"
+SAMPLES = report.SAMPLES
+T = TypeVar("T")
 RAY_UP_STATE = Path("/tmp/ray/cluster-bench-ray-up.state")
 LEVERS_OFF = {
     "SSH pipelining": {"ANSIBLE_PIPELINING": "False"},
@@ -29,9 +37,35 @@ LIGHT_NODES = (1, 4, 8, 16)
 SWITCH_TO = ("post_mortem", "legacy")
 
 
+@functools.cache
+def machine() -> str:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")), platform.processor(),
+    )  # fmt: skip
+    memory_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    docker = subprocess.run(
+        ["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True
+    ).stdout.strip()
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {memory_kib / 2**20:.0f} GiB memory, "
+        f"Linux {platform.release()}, Docker {docker}, Python {sys.version.split()[0]}"
+    )
+
+
+@functools.cache
+def commit() -> str:
+    """The commit measured, marked when the tree differs from it (the bench's own files aside)."""
+    head = run("git", "rev-parse", "--short", "HEAD").strip()
+    changed = run("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs")
+    return f"{head}+changes" if changed.strip() else head
+
+
 def record(what: str, seconds: float, **details: object) -> None:
+    taken = {"commit": commit(), "machine": machine(), "at": f"{datetime.now(UTC):%Y-%m-%d %H:%M}"}
     with SAMPLES.open("a") as samples:
-        samples.write(json.dumps({"what": what, "seconds": round(seconds, 1), **details}) + "\n")
+        sample = {"what": what, "seconds": round(seconds, 1), **details, **taken}
+        samples.write(json.dumps(sample) + "\n")
     shown = {key: value for key, value in details.items() if not isinstance(value, list)}
     print(f"{what}: {seconds:.1f} s {shown or ''}", flush=True)
 
@@ -65,18 +99,31 @@ def mitogen() -> dict[str, str]:
     }
 
 
+def with_node_cpu(nodes: Nodes, take: Callable[[], T]) -> tuple[T, dict[str, float]]:
+    """What take returns, and the CPU seconds each node's container spent meanwhile."""
+    before = nodes.cpu_seconds()
+    return take(), nodes.cpu_since(before)
+
+
 def ours(nodes: Nodes, repeat: int, strategy: str | None = None) -> None:
     """Cold, then on the same cluster: a no-op and a mode switch; with the default strategy,
     levers off and one worker more too."""
     start, mode = SWITCH_TO[(repeat + 1) % 2], SWITCH_TO[repeat % 2]
     strategy_env = mitogen() if strategy == "mitogen" else None
     tag = {"strategy": strategy} if strategy else {}
-    cold = cluster_up("-e", f"debug_mode={start}", env=strategy_env)
-    record("cold", cold.seconds, method="cluster-up", workers=nodes.workers, mode=start, **tag)
-    noop = cluster_up("-e", f"debug_mode={start}", env=strategy_env)
-    record("no-op", noop.seconds, method="cluster-up", changed=noop.changed, **tag)
-    switch = cluster_up("-e", f"debug_mode={mode}", env=strategy_env)
-    record("mode switch", switch.seconds, method="cluster-up", to=mode, **tag)
+
+    def up(debug_mode: str) -> tuple[Run, dict[str, float]]:
+        return with_node_cpu(
+            nodes, lambda: cluster_up("-e", f"debug_mode={debug_mode}", env=strategy_env)
+        )
+
+    cold, cpu = up(start)
+    record("cold", cold.seconds, method="cluster-up", workers=nodes.workers, mode=start,
+           node_cpu_s=cpu, **tag)  # fmt: skip
+    noop, cpu = up(start)
+    record("no-op", noop.seconds, method="cluster-up", changed=noop.changed, node_cpu_s=cpu, **tag)
+    switch, cpu = up(mode)
+    record("mode switch", switch.seconds, method="cluster-up", to=mode, node_cpu_s=cpu, **tag)
     if strategy:
         return
     # Where the time goes, from the first repeat: docs/performance.md reads it.
@@ -96,17 +143,26 @@ def ours(nodes: Nodes, repeat: int, strategy: str | None = None) -> None:
 def theirs(nodes: Nodes, repeat: int) -> None:
     # The local provider keeps node state on this machine: bare nodes must not look set up.
     RAY_UP_STATE.unlink(missing_ok=True)
-    record("cold", ray_up(nodes), method="ray up", workers=nodes.workers)
+    seconds, cpu = with_node_cpu(nodes, lambda: ray_up(nodes))
+    record("cold", seconds, method="ray up", workers=nodes.workers, node_cpu_s=cpu)
     # What an operator re-running `ray up` gets: setup again and Ray restarted.
-    record("re-run", ray_up(nodes), method="ray up")
+    seconds, cpu = with_node_cpu(nodes, lambda: ray_up(nodes))
+    record("re-run", seconds, method="ray up", node_cpu_s=cpu)
 
 
 def by_hand(nodes: Nodes, repeat: int) -> None:
-    record("cold", manual(nodes), method="manual", workers=nodes.workers)
+    seconds, cpu = with_node_cpu(nodes, lambda: manual(nodes))
+    record("cold", seconds, method="manual", workers=nodes.workers, node_cpu_s=cpu)
+
+
+def floor(nodes: Nodes, repeat: int) -> None:
+    seconds, cpu = with_node_cpu(nodes, lambda: manual(nodes, all_at_once=True))
+    record("cold", seconds, method="floor", workers=nodes.workers, node_cpu_s=cpu)
 
 
 def limit(nodes: Nodes, repeat: int) -> None:
-    record("cold", manual(nodes, head_alone=True), method="limit", workers=0)
+    seconds, cpu = with_node_cpu(nodes, lambda: manual(nodes, head_alone=True))
+    record("cold", seconds, method="limit", workers=0, node_cpu_s=cpu)
 
 
 # The parts that start with a cold run on the full nodes: what measures each, and what its
@@ -116,6 +172,7 @@ ON_FULL_NODES: dict[str, tuple[Callable[[Nodes, int], None], dict[str, object]]]
     "mitogen": (functools.partial(ours, strategy="mitogen"), {"strategy": "mitogen"}),
     "ray up": (theirs, {"method": "ray up"}),
     "manual": (by_hand, {"method": "manual"}),
+    "floor": (floor, {"method": "floor"}),
     "limit": (limit, {"method": "limit"}),
 }
 # The samples of the parts on nodes of their own, by what they record.
@@ -163,20 +220,11 @@ def taken(what: str, **details: object) -> int:
     return sum(matches(row, what=what, **details) for row in load())
 
 
-def retake(parts: list[str], commit: str) -> None:
-    """Drop these parts' samples, so that a resumed run measures them again on this commit."""
+def retake(parts: list[str]) -> None:
+    """Drop these parts' samples, so that a resumed run measures them again (each sample names
+    its own commit, so the report shows where every part was taken)."""
     kept = [row for row in load() if part_of(row) not in parts]
     SAMPLES.write_text("".join(json.dumps(row) + "\n" for row in kept))
-    # An earlier retake of the same parts is superseded: the line names where samples are from.
-    segments = [
-        segment
-        for segment in report.COMMIT.read_text().strip().split("; ")
-        if not (
-            " retaken on " in segment
-            and set(segment.split(" retaken on ")[0].split(", ")) <= set(parts)
-        )
-    ]
-    report.COMMIT.write_text("; ".join([*segments, f"{', '.join(parts)} retaken on {commit}"]))
 
 
 def main() -> None:
@@ -197,17 +245,12 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    commit = run("git", "rev-parse", "--short", "HEAD").strip()
     if args.retake and not args.resume:
         parser.error("--retake measures parts again in a run that keeps the others: add --resume")
     if not args.resume:
         SAMPLES.write_text("")
-        report.COMMIT.write_text(commit)
     elif args.retake:
-        retake(args.retake, commit)
-    elif commit not in report.COMMIT.read_text():
-        # The report names every commit its samples were taken on.
-        report.COMMIT.write_text(f"{report.COMMIT.read_text().strip()}, resumed on {commit}")
+        retake(args.retake)
     started = time.monotonic()
 
     full = Nodes(workers=2, verl=True)
