@@ -133,6 +133,74 @@ def plot(rows: list[dict], path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
+# Cluster sizes beyond the bench's, projected from the light runs' slopes.
+PROJECTED_NODES = (50, 256)
+CONTROLLER_CORES = (4, 16)
+
+
+def light_nodes(rows: list[dict], ray_one_worker_mb: float, ray_per_worker_mb: float) -> list[str]:
+    """What the controller pays per node (bench/light.yml on light nodes), and what that
+    comes to for clusters larger than this machine holds: arithmetic, labelled as such."""
+    sizes = sorted({row["nodes"] for row in rows if row["what"] == "light"})
+    runs = {"first run": "light", "again": "light no-op"}
+    wall = {run: {n: stat(rows, what=what, nodes=n) for n in sizes} for run, what in runs.items()}
+    cpu = {
+        run: {n: measured(rows, "cpu_s", what=what, nodes=n) for n in sizes}
+        for run, what in runs.items()
+    }
+    sent = {
+        run: {n: measured(rows, "sent_mb", what=what, nodes=n) for n in sizes}
+        for run, what in runs.items()
+    }
+
+    def projected(values: dict[int, Stat], nodes: int) -> float:
+        return values[sizes[0]].median + (nodes - sizes[0]) * slope(values)
+
+    lines = [
+        "## Scale without Ray: light nodes, systemd and sshd only",
+        "",
+        "cluster-up's plays that install nothing (`bench/light.yml`: validation, facts, the",
+        "firewall, Ray's units and token), from bare nodes and then again. Controller CPU:",
+        "user and system seconds of `ansible-playbook` and its forks.",
+        "",
+        "| nodes | wall, first run | wall, again | controller CPU, first run "
+        "| controller CPU, again | MB sent, first run | MB sent, again |",
+        "|---|---|---|---|---|---|---|",
+        *(
+            f"| {n} | {wall['first run'][n].cell()} | {wall['again'][n].cell()} "
+            f"| {cpu['first run'][n].median:.1f} s | {cpu['again'][n].median:.1f} s "
+            f"| {sent['first run'][n].median:.1f} | {sent['again'][n].median:.1f} |"
+            for n in sizes
+        ),
+        "",
+        *(
+            f"Each node beyond the first adds, {run}: {slope(wall[run]):.2f} s of wall time, "
+            f"{slope(cpu[run]):.2f} s of controller CPU and {slope(sent[run]):.2f} MB sent."
+            for run in runs
+        ),
+        "[scale.md](scale.md) reads these figures.",
+        "",
+        "Projected, not measured: the medians at the smallest light size plus the slopes",
+        "above; the least wall time is the controller CPU spread over all its cores; a cold",
+        f"cluster-up with Ray sends the 1-worker run's {ray_one_worker_mb:.0f} MB plus"
+        f" {ray_per_worker_mb:.0f} MB per further worker.",
+        "",
+        "| nodes | controller CPU, first run | again "
+        + "".join(f"| least wall, {cores} cores " for cores in CONTROLLER_CORES)
+        + "| MB sent, first run | again | MB sent, cold cluster-up with Ray |",
+        "|---|---|---|" + "---|" * len(CONTROLLER_CORES) + "---|---|---|",
+        *(
+            f"| {n} | {projected(cpu['first run'], n):.0f} s | {projected(cpu['again'], n):.0f} s "
+            + "".join(f"| {projected(cpu['first run'], n) / c:.0f} s " for c in CONTROLLER_CORES)
+            + f"| {projected(sent['first run'], n):.0f} | {projected(sent['again'], n):.0f} "
+            f"| {ray_one_worker_mb + (n - 2) * ray_per_worker_mb:.0f} |"
+            for n in PROJECTED_NODES
+        ),
+        "",
+    ]
+    return lines
+
+
 def render(rows: list[dict]) -> str:
     ours = stat(rows, what="cold", method="cluster-up", strategy=None)
     ray_up = stat(rows, what="cold", method="ray up")
@@ -150,13 +218,6 @@ def render(rows: list[dict]) -> str:
     scale = {count: stat(rows, what="scale", workers=count) for count in counts}
     sent = {count: measured(rows, "sent_mb", what="scale", workers=count) for count in counts}
     per_worker = Stat([slope(sent)])
-    sizes = sorted({row["nodes"] for row in rows if row["what"] == "light"})
-    light = {
-        what: {size: stat(rows, what=what, nodes=size) for size in sizes}
-        for what in ("light", "light no-op")
-    }
-    light_cpu = {size: measured(rows, "cpu_s", what="light", nodes=size) for size in sizes}
-    light_sent = {size: measured(rows, "sent_mb", what="light", nodes=size) for size in sizes}
     one = scale[counts[0]]
     levers = sorted({row["without"] for row in rows if row.get("without")})
     noop_changes = sorted({row["changed"] for row in rows if row["what"] == "no-op"})
@@ -266,26 +327,7 @@ def render(rows: list[dict]) -> str:
         "",
         "![cold cluster-up time against worker count](benchmarks.png)",
         "",
-        "## Scale without Ray: light nodes, systemd and sshd only",
-        "",
-        "cluster-up's plays that install nothing (`bench/light.yml`: validation, facts, the",
-        "firewall, Ray's units and token), from bare nodes and then again. Controller CPU:",
-        "user and system seconds of `ansible-playbook` and its forks in the first run.",
-        "",
-        "| nodes | first run | again (no-op) | controller CPU, first run | MB from controller |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {size} | {light['light'][size].cell()} | {light['light no-op'][size].cell()} "
-            f"| {light_cpu[size].median:.1f} s | {light_sent[size].median:.1f} |"
-            for size in sizes
-        ),
-        "",
-        f"Each node beyond the first adds {slope(light['light']):.2f} s of wall time, "
-        f"{slope(light_cpu):.2f} s of controller CPU",
-        f"and {slope(light_sent):.2f} MB sent in the first run; {slope(light['light no-op']):.2f} s"
-        " of wall time in the no-op.",
-        "[scale.md](scale.md) reads these figures.",
-        "",
+        *light_nodes(rows, sent[counts[0]].median, per_worker.median),
     ]
     return "\n".join(lines)
 

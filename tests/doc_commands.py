@@ -181,7 +181,7 @@ RUNBOOK = [
 
 # Not run by any test, and why.
 NOT_RUN = {
-    "make bench": "takes about 90 minutes; its figures are docs/benchmarks.md, never test asserts",
+    "make bench": "takes over an hour; its figures are docs/benchmarks.md, never test asserts",
 }
 
 
