@@ -261,6 +261,11 @@ def debugger_proof_problems(
                 f"{where}: a {mode} debugger listened on port {node.get('port')}, outside "
                 f"ray_debugger_port_range {low}-{high}; the port hook does not work on this Ray"
             )
+        if node.get("stack", "ok") != "ok":
+            problems.append(
+                f"{where}: the dashboard could not read a worker's stack here (py-spy, run by the"
+                f" node's dashboard agent): {node['stack']}"
+            )
         if mode != "off" and not set(range(low, high + 1)) <= _port_list(node.get("reserved", "")):
             unreserved.append(host)
     return {"problems": problems, "unreserved": unreserved}

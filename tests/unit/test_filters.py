@@ -332,6 +332,15 @@ def test_debugger_proof_names_node_ray_version_and_cause() -> None:
     assert judged["unreserved"] == ["head"]
 
 
+def test_debugger_proof_names_a_node_whose_stack_the_dashboard_cannot_read() -> None:
+    refused = "HTTP 500: Failed to execute: py-spy dump -p 4242 ... Permission denied"
+    report = {"10.0.0.10": proof(52000, stack="ok"), "10.0.0.11": proof(52001, stack=refused)}
+    assert judge(report, "legacy")["problems"] == [
+        "worker1 (10.0.0.11), Ray 2.60.0: the dashboard could not read a worker's stack here"
+        f" (py-spy, run by the node's dashboard agent): {refused}"
+    ]
+
+
 def test_debugger_proof_reports_silent_nodes() -> None:
     judged = judge({}, "legacy")
     assert judged["problems"][0] == "head (10.0.0.10): no debugger proof came back from this node"

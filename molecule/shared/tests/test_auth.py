@@ -24,8 +24,10 @@ token_mode = pytest.mark.skipif(
 )
 
 
-def dashboard_status(cluster: Cluster, token: str | None) -> int:
-    request = urllib.request.Request(f"{cluster.dashboard}/api/v0/nodes?limit=1")
+def dashboard_status(
+    cluster: Cluster, token: str | None, path: str = "/api/v0/nodes?limit=1"
+) -> int:
+    request = urllib.request.Request(f"{cluster.dashboard}{path}")
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     try:
@@ -48,6 +50,10 @@ def test_dashboard_wants_the_token(cluster: Cluster) -> None:
     assert dashboard_status(cluster, None) == 401
     assert dashboard_status(cluster, "not-" + controller_token()) == 403
     assert dashboard_status(cluster, controller_token()) == 200
+    # Workers' stacks (profiling is on where the token guards it) too: cluster-up's proof reads
+    # one with the token on every node.
+    stack = f"/worker/traceback?ip={cluster.head_ip}&pid=1"
+    assert dashboard_status(cluster, None, stack) == 401
 
 
 @token_mode

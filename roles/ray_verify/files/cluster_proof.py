@@ -1,12 +1,16 @@
 """Prove on every alive node that a debugger opens as Ray opens it in MODE, and that CUDA can
 use every GPU Ray offers there.
 
-Run by cluster-up on the head with the cluster's Python: `cluster_proof.py MODE NAME...`,
-NAME being every variable a debug mode sets. One driver runs, concurrently, a debugger task on
-every alive node and, on every node whose Ray resources have GPUs, a GPU task that holds all
-of them. Prints one JSON object, which the play judges:
+Run by cluster-up on the head with the cluster's Python:
+`cluster_proof.py MODE DASHBOARD NAME...`, NAME being every variable a debug mode sets and
+DASHBOARD the head's dashboard URL where it serves workers' stacks ("-" where it does not).
+One driver runs, concurrently, a debugger task on every alive node and, on every node whose
+Ray resources have GPUs, a GPU task that holds all of them. Each debugger task also asks the
+dashboard for its own stack, which the node's dashboard agent reads with py-spy. Prints one
+JSON object, which the play judges:
 
-    {"debuggers": {node ip: {"ray", "debug_env", "port", "paused", "reserved", "error"}},
+    {"debuggers": {node ip: {"ray", "debug_env", "port", "paused", "reserved", "stack",
+                             "error"}},
      "gpus": {node ip: GpuReport}}
 
 A GPU report says what the CUDA driver (libcuda.so.1, no torch needed), nvidia-smi and, where
@@ -27,6 +31,9 @@ import subprocess
 import sys
 import threading
 import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
 from typing import TypedDict
 
 import ray
@@ -98,13 +105,35 @@ class GpuReport(TypedDict):
     torch: TorchReport | None
 
 
-def open_debugger(mode: str, mode_names: list[str]) -> dict[str, object]:
+def read_own_stack(dashboard: str) -> str:
+    """ "ok" when the dashboard returns this process's stack, else what it answered."""
+    query = urllib.parse.urlencode({"ip": ray.util.get_node_ip_address(), "pid": os.getpid()})
+    request = urllib.request.Request(f"{dashboard}/worker/traceback?{query}")
+    token_path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if token_path:
+        with open(token_path) as token:
+            request.add_header("Authorization", f"Bearer {token.read().strip()}")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            stack = response.read().decode(errors="replace")
+    except urllib.error.HTTPError as error:
+        return f"HTTP {error.code}: {error.read().decode(errors='replace').strip()[-300:]}"
+    except OSError as error:
+        return f"no answer: {error}"
+    if read_own_stack.__name__ not in stack:
+        return f"a stack without this task's frame: {stack.strip()[-300:]}"
+    return "ok"
+
+
+def open_debugger(mode: str, mode_names: list[str], dashboard: str | None) -> dict[str, object]:
     report: dict[str, object] = {
         "ray": ray.__version__,
         "debug_env": {name: os.environ.get(name) for name in mode_names},
         "port": None,
         "paused": False,
     }
+    if dashboard:
+        report["stack"] = read_own_stack(dashboard)
     try:
         with open(RESERVED_PORTS) as reserved:
             report["reserved"] = reserved.read().strip()
@@ -274,7 +303,7 @@ def _outcome(ref: ray.ObjectRef, finished: set[ray.ObjectRef], hint: str) -> obj
         return {"error": f"the proof task failed: {exc!r}"[:500]}
 
 
-def main(mode: str, mode_names: list[str]) -> None:
+def main(mode: str, dashboard: str | None, mode_names: list[str]) -> None:
     ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
     debugger = ray.remote(num_cpus=0, max_calls=1)(open_debugger)
     gpu_task = ray.remote(num_cpus=0, max_calls=1)(report_gpus)
@@ -287,7 +316,9 @@ def main(mode: str, mode_names: list[str]) -> None:
             continue
         pinned = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         address = node["NodeManagerAddress"]
-        debuggers[address] = debugger.options(scheduling_strategy=pinned).remote(mode, mode_names)
+        debuggers[address] = debugger.options(scheduling_strategy=pinned).remote(
+            mode, mode_names, dashboard
+        )
         count = node["Resources"].get("GPU", 0)
         free = available.get(node["NodeID"], {}).get("GPU", 0)
         if 0 < free == count:
@@ -309,4 +340,4 @@ def main(mode: str, mode_names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main(sys.argv[1], None if sys.argv[2] == "-" else sys.argv[2], sys.argv[3:])
