@@ -87,7 +87,7 @@ def paused_workers(dashboard_url: str, timeout: float = 10.0) -> list[PausedWork
     `dashboard_url` is like "http://HEAD:8265". Token auth follows Ray's own clients:
     RAY_AUTH_MODE=token with RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, set before Ray is imported.
     """
-    rows = _state_api_rows(f"{dashboard_url.rstrip('/')}/api/v0/workers", timeout)
+    rows = state_api_rows(f"{dashboard_url.rstrip('/')}/api/v0/workers", timeout)
     return paused_workers_from_rows(rows)
 
 
@@ -115,7 +115,7 @@ def worker_tasks(dashboard_url: str, worker_id: str, timeout: float = 10.0) -> l
     # applies to what the GCS sent: without state=RUNNING, a job past the GCS's row limit
     # could lose the running task before the worker filter ever sees it.
     filters = [("state", "=", "RUNNING"), ("worker_id", "=", worker_id)]
-    return _state_api_rows(url, timeout, filters=filters)
+    return state_api_rows(url, timeout, filters=filters)
 
 
 def job_running_tasks(
@@ -125,7 +125,7 @@ def job_running_tasks(
     url = f"{dashboard_url.rstrip('/')}/api/v0/tasks"
     # The GCS applies both filters itself, so other jobs' tasks never count toward its row cap.
     filters = [("state", "=", "RUNNING"), ("job_id", "=", job_id)]
-    return _state_api_rows(url, timeout, filters=filters)
+    return state_api_rows(url, timeout, filters=filters)
 
 
 def legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
@@ -147,7 +147,7 @@ def legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
     )
 
 
-def _state_api_rows(
+def state_api_rows(
     url: str,
     timeout: float,
     filters: list[tuple[str, str, str]] | None = None,

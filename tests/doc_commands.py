@@ -176,6 +176,9 @@ RUNBOOK = [
         f"{MOLECULE}/test_runbook.py::test_find_and_attach",
     ),
     Covered(r"ray status$", f"{MOLECULE}/test_runbook.py::test_ray_status_as_the_login_user"),
+    Covered(
+        r"ray-stacks ", f"{MOLECULE}/test_hang.py::test_ray_stacks_names_the_rank_that_never_joins"
+    ),
     Covered(r"ray job (submit|logs) ", f"{MOLECULE}/test_runbook.py::test_submit_and_read_logs"),
 ]
 
