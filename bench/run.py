@@ -200,30 +200,24 @@ def light(nodes: Nodes) -> None:
         )  # fmt: skip
 
 
-def load() -> list[dict]:
-    return [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
-
-
-def matches(row: dict, **wanted: object) -> bool:
-    return all(row.get(key) == value for key, value in wanted.items())
-
-
 def part_of(row: dict) -> str:
     for part, whats in ON_OWN_NODES.items():
         if row["what"] in whats:
             return part
-    return next(part for part, (_, carries) in ON_FULL_NODES.items() if matches(row, **carries))
+    return next(
+        part for part, (_, carries) in ON_FULL_NODES.items() if report.matches(row, **carries)
+    )
 
 
 def taken(what: str, **details: object) -> int:
     """How many samples like this the results file already holds (for --resume)."""
-    return sum(matches(row, what=what, **details) for row in load())
+    return sum(report.matches(row, what=what, **details) for row in report.load(SAMPLES))
 
 
 def retake(parts: list[str]) -> None:
     """Drop these parts' samples, so that a resumed run measures them again (each sample names
     its own commit, so the report shows where every part was taken)."""
-    kept = [row for row in load() if part_of(row) not in parts]
+    kept = [row for row in report.load(SAMPLES) if part_of(row) not in parts]
     SAMPLES.write_text("".join(json.dumps(row) + "\n" for row in kept))
 
 
