@@ -37,3 +37,5 @@ def test_tasks_see_runtime_env_interfaces_and_verl(cluster: Cluster, submit, job
         assert task["python"].startswith("/opt/ray-cluster/venv/")
         # ProtectHome=read-only: readable, and a write fails on the mount, not on permissions.
         assert task["home"] == {"read": True, "write": "EROFS"}
+        # cluster-up wrote the bytecode of everything a worker loads at start, verl included.
+        assert task["uncompiled"] == [], task["uncompiled"]

@@ -1,5 +1,6 @@
-"""Print, as JSON, what a task on each given node sees: its environment, verl, and whether
-it can read and write a home directory (the test puts HOME_FILE there first)."""
+"""Print, as JSON, what a task on each given node sees: its environment, verl, whether it can
+read and write a home directory (the test puts HOME_FILE there first), and which modules it
+loaded from the venv without current bytecode."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import errno
 import json
 import os
 import sys
+import sysconfig
 
 import ray
 from on_node import on_node
@@ -48,12 +50,49 @@ def home_access() -> dict[str, object]:
     return {"read": readable, "write": written}
 
 
+# Ours, written after the packages' bytecode and tiny: each is compiled at start in a blink.
+HOOKS = {"ray_port_range", "ray_debugger_port_range", "ray_stack_readable"}
+
+
+def current_bytecode(source: str, cached: str) -> bool:
+    """Whether `cached` holds the bytecode of `source` as it is now (a timestamp pyc, PEP 552)."""
+    try:
+        with open(cached, "rb") as pyc:
+            header = pyc.read(16)
+    except OSError:
+        return False
+    stat = os.stat(source)
+    return (
+        int.from_bytes(header[4:8], "little") == 0
+        and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF
+    )
+
+
+def uncompiled() -> list[str]:
+    """Modules this worker loaded from the venv's packages without current bytecode: the venv
+    is not Ray's to write, so every worker compiles each of them again when it starts."""
+    packages = sysconfig.get_paths()["purelib"]
+    return sorted(
+        name
+        for name, module in list(sys.modules.items())
+        if (spec := getattr(module, "__spec__", None))
+        and spec.origin
+        and spec.origin.startswith(packages)
+        and spec.origin.endswith(".py")
+        and name not in HOOKS
+        and not current_bytecode(spec.origin, spec.cached or "")
+    )
+
+
 def inspect() -> dict[str, object]:
     return {
         "env": {name: os.environ.get(name) for name in NAMES},
+        # Imports verl (and torch) first: the bytecode check covers a verl worker's start.
         "verl": verl_version(),
         "python": sys.executable,
         "home": home_access(),
+        "uncompiled": uncompiled(),
     }
 
 
