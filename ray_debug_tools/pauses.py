@@ -2,18 +2,14 @@
 
 import json
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from ray._private.authentication.http_token_authentication import (
-    get_auth_headers_if_auth_enabled,
-)
 from ray._raylet import GcsClient
 
-from ray_debug_tools._net import RayDebugConnectionError, open_tcp
+from ray_debug_tools._dashboard import dashboard_get
+from ray_debug_tools._net import open_tcp
 
 # Namespace and key prefix written by ray/util/rpdb.py (ray_constants.KV_NAMESPACE_PDB).
 PDB_NAMESPACE = b"ray_pdb"
@@ -157,21 +153,7 @@ def state_api_rows(
     # The server zips repeated filter_keys/filter_predicates/filter_values in order.
     for key, predicate, value in filters or []:
         query += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
-    request = urllib.request.Request(
-        f"{url}?{urllib.parse.urlencode(query)}", headers=get_auth_headers_if_auth_enabled({})
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            payload = json.load(response)
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            raise RuntimeError(
-                f"state API {url} answered HTTP {exc.code} {exc.reason}: set RAY_AUTH_MODE=token "
-                "and RAY_AUTH_TOKEN_PATH to the cluster's token file (see the runbook)"
-            ) from exc
-        raise RuntimeError(f"state API {url} answered HTTP {exc.code} {exc.reason}") from exc
-    except (urllib.error.URLError, TimeoutError) as exc:
-        raise RayDebugConnectionError(f"state API {url} unreachable: {exc}") from exc
+    payload = dashboard_get(f"{url}?{urllib.parse.urlencode(query)}", timeout)
     if not payload.get("result"):
         raise RuntimeError(f"state API {url} failed: {payload.get('msg')}")
     return payload["data"]["result"]["result"]

@@ -32,6 +32,7 @@ from ray._private.authentication.http_token_authentication import (
     get_auth_headers_if_auth_enabled,
 )
 
+from ray_debug_tools._dashboard import dashboard_get
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.pauses import state_api_rows
 
@@ -114,14 +115,7 @@ def resolve_job(dashboard: str, job: str, timeout: float) -> str:
     if re.fullmatch(r"[0-9a-f]+", job):
         return job
     url = f"{dashboard.rstrip('/')}/api/jobs/{urllib.parse.quote(job)}"
-    request = urllib.request.Request(url, headers=get_auth_headers_if_auth_enabled({}))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            found = json.load(response).get("job_id")
-    except urllib.error.HTTPError as error:
-        raise RuntimeError(f"{url} answered HTTP {error.code} {error.reason}") from error
-    except (urllib.error.URLError, TimeoutError) as error:
-        raise RayDebugConnectionError(f"{url} unreachable: {error}") from error
+    found = dashboard_get(url, timeout).get("job_id")
     if not found:
         raise RuntimeError(f"job {job} has no Ray job id yet: its driver has not started")
     return str(found)

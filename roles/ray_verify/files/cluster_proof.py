@@ -37,6 +37,9 @@ import urllib.request
 from typing import TypedDict
 
 import ray
+from ray._private.authentication.http_token_authentication import (
+    get_auth_headers_if_auth_enabled,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
@@ -108,11 +111,10 @@ class GpuReport(TypedDict):
 def read_own_stack(dashboard: str) -> str:
     """ "ok" when the dashboard returns this process's stack, else what it answered."""
     query = urllib.parse.urlencode({"ip": ray.util.get_node_ip_address(), "pid": os.getpid()})
-    request = urllib.request.Request(f"{dashboard}/worker/traceback?{query}")
-    token_path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    if token_path:
-        with open(token_path) as token:
-            request.add_header("Authorization", f"Bearer {token.read().strip()}")
+    # The token as Ray's own clients send it, from the task's RAY_AUTH_* environment.
+    request = urllib.request.Request(
+        f"{dashboard}/worker/traceback?{query}", headers=get_auth_headers_if_auth_enabled({})
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             stack = response.read().decode(errors="replace")

@@ -1,0 +1,34 @@
+"""The head's dashboard, read with the cluster token where auth is on."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from ray._private.authentication.http_token_authentication import (
+    get_auth_headers_if_auth_enabled,
+)
+
+from ray_debug_tools._net import RayDebugConnectionError
+
+
+def dashboard_get(url: str, timeout: float) -> Any:
+    """GET `url` from the dashboard as JSON, with the token Ray's client settings name.
+
+    A refusal names what to set; a head that does not answer raises RayDebugConnectionError.
+    """
+    request = urllib.request.Request(url, headers=get_auth_headers_if_auth_enabled({}))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise RuntimeError(
+                f"{url} answered HTTP {exc.code} {exc.reason}: set RAY_AUTH_MODE=token "
+                "and RAY_AUTH_TOKEN_PATH to the cluster's token file (see the runbook)"
+            ) from exc
+        raise RuntimeError(f"{url} answered HTTP {exc.code} {exc.reason}") from exc
+    except (urllib.error.URLError, TimeoutError) as exc:
+        raise RayDebugConnectionError(f"{url} unreachable: {exc}") from exc
