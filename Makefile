@@ -9,7 +9,7 @@ SANDBOX_INVENTORY := artifacts/ray-sandbox/hosts.yml
 # `make probe`: any cluster's inventory; the sandbox's by default.
 INVENTORY ?= $(SANDBOX_INVENTORY)
 
-.PHONY: setup image images lint unit host molecule sandbox test clean up down probe bench docs \
+.PHONY: setup image images lint unit host molecule sandbox test clean up down probe evidence bench docs \
 	needs-venv needs-docker needs-scans needs-rsync needs-gcc
 
 setup: $(VENV)/.installed
@@ -51,6 +51,11 @@ down: setup
 
 probe: setup
 	ansible-playbook -i $(INVENTORY) playbooks/debug_probe.yml
+
+# Every node's evidence of a hang in one archive under the cluster's artifacts; JOB=ID (a
+# submission or Ray job id) takes that job's logs instead of the whole session's.
+evidence: setup
+	ansible-playbook -i $(INVENTORY) playbooks/evidence.yml $(if $(JOB),-e ray_evidence_job=$(JOB))
 
 lint: setup
 	yamllint --strict .

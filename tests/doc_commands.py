@@ -177,7 +177,13 @@ RUNBOOK = [
     ),
     Covered(r"ray status$", f"{MOLECULE}/test_runbook.py::test_ray_status_as_the_login_user"),
     Covered(
-        r"ray-stacks ", f"{MOLECULE}/test_hang.py::test_ray_stacks_names_the_rank_that_never_joins"
+        r"ray-stacks |ray job submit .*runtime_env\.nccl-debug\.yaml |"
+        r"ansible-playbook -i \S+ playbooks/evidence\.yml -e ray_evidence_job=",
+        f"{MOLECULE}/test_hang.py::test_a_hung_job_names_its_odd_rank_and_leaves_its_evidence",
+    ),
+    Covered(
+        r"ansible-playbook -i \S+ playbooks/evidence\.yml",
+        f"{MOLECULE}/test_faults.py::test_worker_down_is_named_in_the_evidence_then_comes_back",
     ),
     Covered(r"ray job (submit|logs) ", f"{MOLECULE}/test_runbook.py::test_submit_and_read_logs"),
 ]

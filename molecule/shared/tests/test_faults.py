@@ -4,8 +4,11 @@ survived fails instead of hanging. Only the `faults` scenario runs these (marker
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +18,7 @@ from conftest import PROJECT, Cluster, alive_nodes, run_playbook, trusts, wait_f
 from nodes import FABRIC, GPU_WORKER, HEAD, NETWORK, WORKER
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_mode_switch import changed_tasks, converge, documented, record, runs_in, summary_of
+from test_runbook import derived, printed_command, run_printed
 
 pytestmark = pytest.mark.faults
 REJOIN_TIMEOUT = 300
@@ -78,14 +82,42 @@ def test_head_killed_every_worker_rejoins(cluster: Cluster, host_of, whole) -> N
     record(cluster, "fault: head Ray killed -> all rejoined", seconds)
 
 
-def test_rebooted_worker_comes_back_in_the_same_mode(cluster: Cluster, host_of, whole) -> None:
+def test_worker_down_is_named_in_the_evidence_then_comes_back(
+    cluster: Cluster, host_of, whole
+) -> None:
+    """A worker that is down: the runbook's evidence line (the whole session, no job) still
+    gathers the others and names it; booted again, it rejoins in the same mode."""
     ip = cluster.worker_ips[GPU_WORKER]
-    started = time.monotonic()
-    subprocess.run(["docker", "restart", GPU_WORKER], check=True, capture_output=True, timeout=120)
+    subprocess.run(["docker", "stop", GPU_WORKER], check=True, capture_output=True, timeout=120)
+    try:
+        index = session_evidence(cluster)
+    finally:
+        started = time.monotonic()
+        subprocess.run(
+            ["docker", "start", GPU_WORKER], check=True, capture_output=True, timeout=120
+        )
+    assert index["nodes"][GPU_WORKER]["status"] == "unreachable", index["nodes"][GPU_WORKER]
+    for node in (HEAD, WORKER):
+        parts = index["nodes"][node]["index"]["parts"]
+        assert parts["ray-logs"]["files"] and parts["journal"]["files"], (node, parts)
     wait_until(rejoined(cluster, whole, {ip}), "rebooted worker did not rejoin")
     record(cluster, "fault: worker rebooted -> rejoined", time.monotonic() - started)
     assert runs_in(host_of(GPU_WORKER), cluster.mode)
     assert "table inet ray_cluster" in host_of(GPU_WORKER).check_output("nft list tables")
+
+
+def session_evidence(cluster: Cluster) -> dict:
+    """The runbook's evidence line without a job (every log of the session): its index."""
+    line = printed_command(cluster, r"ansible-playbook -i \S+ playbooks/evidence\.yml")
+    text = derived(line, line.split(" -e ray_evidence_job=")[0])
+    run = run_printed(cluster, text, timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    path = re.search(r"Evidence: (\S+\.tar\.gz)", run.stdout)
+    assert path, run.stdout[-4000:]
+    with tarfile.open(path.group(1)) as archive:
+        index = archive.extractfile("index.json")
+        assert index is not None
+        return json.load(index)
 
 
 def test_worker_cut_off_for_a_minute_during_cluster_up(

@@ -1,6 +1,7 @@
-"""The step that hangs: nothing pauses and nothing raises. The runbook's `ray-stacks` line
-reads every rank of the job on every node at once, through the head's dashboard with the
-token, and names the rank that never joined the all-reduce.
+"""The step that hangs: nothing pauses and nothing raises. The job goes in through the
+runbook's NCCL debug profile line; the runbook's `ray-stacks` line reads every rank of the job
+on every node at once, through the head's dashboard with the token, and names the rank that
+never joined the all-reduce; its evidence line puts every node's part in one archive.
 
 Needs torch on the nodes (verl's install) and profiling, which is on where token auth is:
 the online scenario, which has neither, leaves this module out (its molecule.yml)."""
@@ -8,12 +9,17 @@ the online scenario, which has neither, leaves this module out (its molecule.yml
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import tarfile
 import time
+from pathlib import Path
 
-from conftest import Cluster
+from conftest import JOBS, Cluster
+from nodes import NODES
 from ray.job_submission import JobSubmissionClient
+from test_mode_switch import record
 from test_runbook import derived, printed_command, run_printed
 
 RANKS_PER_NODE = 2
@@ -45,28 +51,66 @@ def frames(group: dict) -> list[str]:
     return [frame for thread in group["threads"] for frame in thread["frames"]]
 
 
-def grouped(cluster: Cluster, job_id: str, *flags: str, timeout: float = 120) -> list[dict]:
-    """ray-stacks' groups once the waiting ranks are all inside the all-reduce."""
+def grouped(
+    cluster: Cluster, job_id: str, *flags: str, sizes: list[int], timeout: float = 120
+) -> list[dict]:
+    """ray-stacks' groups once they have `sizes`: the waiting ranks all inside the all-reduce."""
     deadline = time.monotonic() + timeout
     while True:
         run = ray_stacks(cluster, job_id, "--json", *flags)
         assert run.returncode == 0, run.stderr + run.stdout
         groups = json.loads(run.stdout)["groups"]
-        if [len(group["workers"]) for group in groups] == [2 * RANKS_PER_NODE - 1, 1]:
+        if sorted((len(group["workers"]) for group in groups), reverse=True) == sizes:
             return groups
-        assert time.monotonic() < deadline, f"the ranks never settled in two groups: {groups}"
+        assert time.monotonic() < deadline, f"the ranks never settled in {sizes}: {groups}"
         time.sleep(3)
 
 
-def test_ray_stacks_names_the_rank_that_never_joins(
-    cluster: Cluster, jobs: JobSubmissionClient, submit
+def submit_with_the_nccl_profile(cluster: Cluster, *args: str) -> str:
+    """The runbook's NCCL debug profile line, from the jobs' directory, without waiting."""
+    line = printed_command(cluster, r"ray job submit .*runtime_env\.nccl-debug\.yaml")
+    entrypoint = "-- python3 -m verl.trainer.main_ppo ..."
+    assert line.endswith(entrypoint), line
+    text = derived(line, line.replace(entrypoint, f"--no-wait -- python3 {' '.join(args)}"))
+    run = run_printed(cluster, text, cwd=JOBS, timeout=180)
+    found = re.search(r"Job '(\S+)' submitted successfully", run.stdout + run.stderr)
+    assert run.returncode == 0 and found, run.stdout + run.stderr
+    return found.group(1)
+
+
+def evidence(cluster: Cluster, job_id: str) -> dict[str, bytes]:
+    """The runbook's evidence line for the job: every file of the archive it made."""
+    line = printed_command(cluster, r"ansible-playbook -i \S+ playbooks/evidence\.yml")
+    started = time.monotonic()
+    run = run_printed(cluster, derived(line, line.replace("JOB_ID", job_id)), timeout=300)
+    record(cluster, "evidence of a hung job, 3 nodes", time.monotonic() - started)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    path = re.search(r"Evidence: (\S+\.tar\.gz)", run.stdout)
+    assert path, run.stdout[-4000:]
+    with tarfile.open(path.group(1)) as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+
+
+def test_a_hung_job_names_its_odd_rank_and_leaves_its_evidence(
+    cluster: Cluster, jobs: JobSubmissionClient
 ) -> None:
     first, second = sorted(cluster.worker_ips.values())[:2]
-    job_id = submit("hung_allreduce.py", first, second, str(RANKS_PER_NODE))
+    job_id = submit_with_the_nccl_profile(
+        cluster, "hung_allreduce.py", first, second, str(RANKS_PER_NODE)
+    )
+    try:
+        hung_job(cluster, jobs, job_id, first, second)
+    finally:
+        jobs.stop_job(job_id)
+
+
+def hung_job(
+    cluster: Cluster, jobs: JobSubmissionClient, job_id: str, first: str, second: str
+) -> None:
     odd_ip, odd_pid = odd_rank(jobs, job_id)
     assert odd_ip == second
 
-    waiting, odd = grouped(cluster, job_id)
+    waiting, odd = grouped(cluster, job_id, sizes=[2 * RANKS_PER_NODE - 1, 1])
     assert any(frame.startswith("all_reduce ") for frame in frames(waiting)), waiting
     assert {worker["node_ip"] for worker in waiting["workers"]} == {first, second}
     assert [(w["node_ip"], w["pid"], w["running"]) for w in odd["workers"]] == [
@@ -74,10 +118,14 @@ def test_ray_stacks_names_the_rank_that_never_joins(
     ]
     assert frames(odd)[0].startswith("odd_rank_sleeps "), odd
 
-    # C frames: the waiting ranks' main threads are blocked in PyTorch's C++ collective layer,
-    # waiting on the work a Gloo thread does.
-    waiting, _ = grouped(cluster, job_id, "--native")
-    assert any(frame.startswith("c10d::") for frame in frames(waiting)), frames(waiting)
+    # C frames: the waiting ranks' main threads are blocked in PyTorch's C++ collective layer.
+    # The profile's TORCH_DISTRIBUTED_DEBUG=DETAIL shows there: the all-reduce first runs a
+    # monitored barrier, whose coordinator (rank 0) waits at another frame than the rest.
+    native = grouped(cluster, job_id, "--native", sizes=[2 * RANKS_PER_NODE - 2, 1, 1])
+    for group in native:
+        if [worker["pid"] for worker in group["workers"]] != [odd_pid]:
+            barrier = "c10d::ProcessGroupGloo::monitoredBarrier"
+            assert any(frame.startswith(barrier) for frame in frames(group)), frames(group)
 
     # What the operator reads: the count first, the odd rank named by node, pid and task.
     text = ray_stacks(cluster, job_id)
@@ -85,3 +133,34 @@ def test_ray_stacks_names_the_rank_that_never_joins(
     assert text.stdout.startswith(f"{2 * RANKS_PER_NODE} of {2 * RANKS_PER_NODE} workers read"
                                   " on 2 nodes"), text.stdout  # fmt: skip
     assert f"1 worker (odd one out)\n    {second} pid {odd_pid} rank_step" in text.stdout
+
+    # The evidence, while the job hangs: every node's part, the job's driver log (on the head)
+    # and the ranks' stand-in dumps on their nodes, written under the NCCL profile; never the
+    # cluster token.
+    files = evidence(cluster, job_id)
+    index = json.loads(files["index.json"])
+    assert {node: entry["status"] for node, entry in index["nodes"].items()} == dict.fromkeys(
+        NODES, "collected"
+    )
+    names = {ip: name for name, ip in cluster.worker_ips.items()}
+    driver = [name for name in files if name.endswith(f"/ray-logs/job-driver-{job_id}.log")]
+    assert len(driver) == 1 and b"ODD_RANK" in files[driver[0]], sorted(files)
+    for ip, ranks in (
+        (first, range(RANKS_PER_NODE)),
+        (second, range(RANKS_PER_NODE, 2 * RANKS_PER_NODE)),
+    ):
+        for rank in ranks:
+            dump = [
+                name
+                for name in files
+                if name.startswith(f"{names[ip]}/dumps/") and name.endswith(f"_rank_{rank}")
+            ]
+            assert len(dump) == 1, sorted(files)
+            profile = json.loads(files[dump[0]])
+            assert profile["NCCL_DEBUG"] == "INFO" and profile["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+            assert profile["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
+        assert any(name.startswith(f"{names[ip]}/ray-logs/worker-") for name in files), sorted(
+            files
+        )
+    token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip().encode()
+    assert not any(token in data for data in files.values())

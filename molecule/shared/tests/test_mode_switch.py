@@ -31,7 +31,7 @@ CUT_AT = "TASK [verl_debug.cluster.ray_service : Read when Ray started"
 OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy", "off": "post_mortem"}
 # A mode switch may rewrite Ray's environment and unit and restart it on the nodes, and
 # rewrite the runbook on the controller; nothing else.
-WRITE_RAY_FILES = "Write Ray's environment, unit, temp directory and login profile"
+WRITE_RAY_FILES = "Write Ray's environment, unit, temp and dump directories and login profile"
 SWITCH_TASKS = {
     WRITE_RAY_FILES,
     "Stop Ray on the workers",
@@ -182,17 +182,21 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     again = documented(
         "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
     )
+    # Proven on one cluster (post_mortem's), as it does not depend on the platform: the
+    # other scenarios switch in one run (MODE_SWITCH_CUT_OFF=0 in their molecule.yml).
+    cut = os.environ.get("MODE_SWITCH_CUT_OFF", "1") == "1"
     try:
-        # Cut off once every node has its new unit and environment, before any Ray stops:
-        # the same command again finds those files current, and must still restart Ray.
-        cut_off(headline, CUT_AT)
-        assert all(runs_in(node, cluster.mode) for node in nodes)
+        if cut:
+            # Cut off once every node has its new unit and environment, before any Ray stops:
+            # the same command again finds those files current, and must still restart Ray.
+            cut_off(headline, CUT_AT)
+            assert all(runs_in(node, cluster.mode) for node in nodes)
         report, seconds = converge(headline)
         record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
         changed = changed_tasks(report)
         assert changed and changed <= SWITCH_TASKS
-        # The cut-off run wrote every node's files: this one finds them current.
-        assert written_by(report, WRITE_RAY_FILES) == set()
+        # A cut-off run wrote every node's files: this one finds them current.
+        assert written_by(report, WRITE_RAY_FILES) == (set() if cut else SWITCH_PATHS)
         assert all(runs_in(node, other) for node in nodes)
         # Each node stopped once and drained through a live GCS: the workers before the head,
         # and systemd signalled only `ray start`, not the GCS under it.

@@ -3,10 +3,16 @@ form one Gloo process group, and all but one enter an all-reduce the odd rank ne
 sleeps instead. Nothing pauses and nothing raises; the job runs until it is stopped.
 
 Usage: hung_allreduce.py NODE_IP NODE_IP RANKS_PER_NODE. The odd rank is the last one, on
-the second node; it prints ODD_RANK so the test can find its pid in the job's log."""
+the second node; it prints ODD_RANK so the test can find its pid in the job's log.
+
+Under the runbook's NCCL debug profile each rank also writes a stand-in for PyTorch's NCCL
+flight recorder dump where the profile points it: Gloo has no flight recorder, and on GPUs
+PyTorch writes that file only at NCCL's timeout."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import sys
 import time
@@ -28,9 +34,30 @@ def odd_rank_sleeps() -> None:
     time.sleep(HANG_S)
 
 
+# What the NCCL debug profile sets, recorded in each rank's stand-in dump.
+PROFILE = (
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_SUBSYS",
+    "NCCL_DEBUG_FILE",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+    "TORCH_DISTRIBUTED_DEBUG",
+)
+
+
+def write_stand_in_dump(rank: int) -> None:
+    prefix = os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    if prefix:
+        with open(f"{prefix}{rank}", "w") as dump:
+            json.dump({name: os.environ.get(name) for name in PROFILE}, dump)
+
+
 def rank_step(init_method: str, rank: int, world: int) -> None:
     import torch
     import torch.distributed as dist
+
+    write_stand_in_dump(rank)
 
     dist.init_process_group(
         "gloo", init_method=init_method, rank=rank, world_size=world,
