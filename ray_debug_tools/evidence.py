@@ -1,8 +1,8 @@
 """Every node's evidence of a hang in one archive, with an index: the controller's steps.
 
-The ray_evidence role (cluster-evidence.yml, `make evidence`) runs these on the controller:
+The ray_evidence role (playbooks/evidence.yml, `make evidence`) runs these on the controller:
 
-    python -m ray_debug_tools.evidence job --head H --job ID
+    python -m ray_debug_tools.evidence job --head H --dashboard-port P --job ID
         the job's submission id and Ray job id, as JSON (its log files carry one or the other)
     python -m ray_debug_tools.evidence assemble --staging DIR --nodes NODES.json --out-dir DIR
         one tar.gz of every node's part under its name, with index.json and INDEX.md
@@ -23,7 +23,6 @@ from typing import Any
 from ray_debug_tools._dashboard import dashboard_get
 from ray_debug_tools._net import RayDebugConnectionError
 
-DASHBOARD_PORT = 8265
 # Exit codes of `job` the role tells apart: an unknown job stops the run, a silent head not.
 UNKNOWN_JOB = 2
 NO_ANSWER = 3
@@ -124,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     steps = parser.add_subparsers(dest="step", required=True)
     job = steps.add_parser("job", help="a job's submission id and Ray job id, as JSON")
     job.add_argument("--head", required=True)
-    job.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT)
+    job.add_argument("--dashboard-port", type=int, required=True)
     job.add_argument("--job", required=True)
     job.add_argument("--timeout", type=float, default=10.0)
     put = steps.add_parser("assemble", help="one archive with its index")

@@ -92,6 +92,23 @@ def test_each_part_keeps_its_newest_files_up_to_its_cap(
     assert files["dumps/nccl_trace_rank_1"].endswith(b"nccl_trace_rank_1")
 
 
+def test_a_file_over_the_cap_keeps_its_end_and_no_piece_of_a_token_where_it_was_cut(
+    node: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A real token's length (48), longer than what replaces it: the read of 1048 bytes (the
+    # 1000-byte cap and one token) starts inside the first token, at byte 60 of 1108.
+    token = b"Z" * 48
+    (node / "token").write_bytes(token + b"\n")
+    log = b"x" * 40 + token + b"y" * 500 + token + b"y" * 472
+    (node / "logs" / "raylet.out").write_bytes(log)
+    report = collect(node, capsys)
+    files = members(report["archive"])
+    os.unlink(report["archive"])
+    assert files["ray-logs/raylet.out"] == b"y" * 480 + ray_evidence_collect.REDACTED + b"y" * 472
+    logs = {f["name"]: f for f in report["index"]["parts"]["ray-logs"]["files"]}
+    assert logs["raylet.out"]["truncated"]
+
+
 def test_what_a_node_lacks_is_named_with_the_reason(
     node: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -46,14 +46,21 @@ class Part:
     left_out: int = 0
     used: int = 0
 
-    def add(self, archive: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
-        room = self.cap - self.used
+    @property
+    def room(self) -> int:
+        return self.cap - self.used
+
+    def add(
+        self, archive: tarfile.TarFile, name: str, data: bytes, mtime: float, cut: bool = False
+    ) -> None:
+        """Add `data` (`cut`: already only the end of its file), or count it left out."""
+        room = self.room
         if room <= 0:
             self.left_out += 1
             return
         # A log's newest lines are at its end: a file over the cap keeps its tail.
-        truncated = len(data) > room
-        kept = data[-room:] if truncated else data
+        truncated = cut or len(data) > room
+        kept = data[-room:] if len(data) > room else data
         info = tarfile.TarInfo(f"{self.name}/{name}")
         info.size, info.mtime, info.mode = len(kept), int(mtime), 0o644
         archive.addfile(info, io.BytesIO(kept))
@@ -83,9 +90,23 @@ class Collector:
             return
         part = self.part(name)
         for path in sorted(found, key=os.path.getmtime, reverse=True):
-            with open(path, "rb") as source:
-                data = source.read()
-            part.add(self.archive, os.path.basename(path), self.scrub(data), os.path.getmtime(path))
+            data, cut = self.read_end(path, part.room)
+            part.add(self.archive, os.path.basename(path), data, os.path.getmtime(path), cut)
+
+    def read_end(self, path: str, room: int) -> tuple[bytes, bool]:
+        """The file's last `room` bytes, the token cut out, and whether its start was left
+        behind: a log of gigabytes is never read whole, and a full part reads nothing."""
+        if room <= 0:
+            return b"", False
+        # A token may straddle where the read starts: read one token's length more and drop
+        # it after scrubbing, so no piece of a token is kept.
+        margin = len(self.token)
+        with open(path, "rb") as source:
+            size = source.seek(0, os.SEEK_END)
+            cut = size > room + margin
+            source.seek(size - room - margin if cut else 0)
+            data = self.scrub(source.read())
+        return (data[margin:] if cut else data), cut
 
     def add_command(self, part: Part, name: str, argv: list[str]) -> bool:
         """Add a command's output to `part`; False (and recorded) when it cannot run."""
