@@ -58,6 +58,18 @@ class Cluster:
         return f"{self.head_ip}:{self.ports['gcs']}"
 
 
+# The mode switch leaves the cluster in the other debug mode: it runs after every test that
+# needs the scenario's own, just before the teardown takes the cluster down.
+SWITCH_FILE, TEARDOWN_FILE = "test_mode_switch.py", "test_teardown.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    switch = [item for item in items if item.path.name == SWITCH_FILE]
+    rest = [item for item in items if item.path.name != SWITCH_FILE]
+    at = next((i for i, item in enumerate(rest) if item.path.name == TEARDOWN_FILE), len(rest))
+    items[:] = rest[:at] + switch + rest[at:]
+
+
 def _host(name: str) -> testinfra.host.Host:
     return testinfra.get_host(
         f"ansible://{name}", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"]

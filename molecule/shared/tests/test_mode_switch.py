@@ -1,8 +1,9 @@
 """Re-running cluster-up with the other debug mode switches in place: only Ray restarts.
 
 Runs the documented commands (README.md's and the runbook's, by their text) against the
-molecule inventory, to the other mode and back, and checks which tasks changed. Timings are
-recorded next to the runbook, never asserted.
+molecule inventory, to the other mode, and checks which tasks changed. Timings are recorded
+next to the runbook, never asserted. The switch leaves the cluster in the other mode, so it
+runs after every test that needs the scenario's own (conftest.py orders it).
 """
 
 from __future__ import annotations
@@ -167,66 +168,63 @@ def drain_messages(host, since: str) -> list[str]:
     return [line for line in journal.splitlines() if "drain" in line.lower()]
 
 
+def test_check_mode_on_a_converged_cluster_changes_nothing(cluster: Cluster) -> None:
+    again = documented(
+        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
+    )
+    changed, _ = cluster_up(again, "--check", "--diff")
+    assert changed == set()
+
+
 def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     cluster: Cluster, submit, jobs, outsider, host_of
 ) -> None:
     other = OTHER_MODE[cluster.mode]
+    switched = dataclasses.replace(cluster, mode=other)
     nodes = [host_of(name) for name in NODES]
     since = nodes[0].check_output("date +%s")
 
-    # The switch is README's headline, back is README's inventory line, the no-op the runbook's.
+    # The switch is README's headline; after a cut-off run, README's inventory line finishes it.
     headline = documented("README.md", r"ansible-playbook cluster-up.yml -e", other, cluster)
-    back = documented(
-        "README.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
-    )
-    again = documented(
-        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
-    )
     # Proven on one cluster (post_mortem's), as it does not depend on the platform: the
     # other scenarios switch in one run (MODE_SWITCH_CUT_OFF=0 in their molecule.yml).
     cut = os.environ.get("MODE_SWITCH_CUT_OFF", "1") == "1"
-    try:
-        if cut:
-            # Cut off once every node has its new unit and environment, before any Ray stops:
-            # the same command again finds those files current, and must still restart Ray.
-            cut_off(headline, CUT_AT)
-            assert all(runs_in(node, cluster.mode) for node in nodes)
-        report, seconds = converge(headline)
-        record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
-        changed = changed_tasks(report)
-        assert changed and changed <= SWITCH_TASKS
-        # A cut-off run wrote every node's files: this one finds them current.
-        assert written_by(report, WRITE_RAY_FILES) == (set() if cut else SWITCH_PATHS)
-        assert all(runs_in(node, other) for node in nodes)
-        # Each node stopped once and drained through a live GCS: the workers before the head,
-        # and systemd signalled only `ray start`, not the GCS under it.
-        for node in nodes:
-            drains = drain_messages(node, since)
-            assert any("finished draining" in line for line in drains), drains
-            assert not any("Failed to mark" in line for line in drains), drains
-            assert sum("received SIGTERM" in line for line in drains) == 1, drains
-        switched = dataclasses.replace(cluster, mode=other)
-        ROUND_TRIPS[other](switched, submit, jobs, outsider)
-        # The switched runbook's own commands, under this scenario's auth: on post_mortem's
-        # cluster (token auth) this is the one run of legacy's `ray debug` with the token.
-        find_and_attach(switched, submit, jobs)
-    finally:
-        # Later tests expect the scenario's own mode.
-        report, seconds = converge(back)
-    record(cluster, f"mode switch {other} -> {cluster.mode}", seconds)
+    if cut:
+        # Cut off once every node has its new unit and environment, before any Ray stops:
+        # the next run finds those files current, and must still restart Ray.
+        cut_off(headline, CUT_AT)
+        assert all(runs_in(node, cluster.mode) for node in nodes)
+        switch = documented(
+            "README.md", r"ansible-playbook -i \S+ cluster-up.yml -e", other, cluster
+        )
+    else:
+        switch = headline
+    report, seconds = converge(switch)
+    record(cluster, f"mode switch {cluster.mode} -> {other}", seconds)
     changed = changed_tasks(report)
     assert changed and changed <= SWITCH_TASKS
-    assert written_by(report, WRITE_RAY_FILES) == SWITCH_PATHS
+    # A cut-off run wrote every node's files: this one finds them current.
+    assert written_by(report, WRITE_RAY_FILES) == (set() if cut else SWITCH_PATHS)
+    assert all(runs_in(node, other) for node in nodes)
     # Every node runs a new Ray: the proof of the last run does not hold for it.
     assert "Proof: run now" in summary_of(report)
+    # Each node stopped once and drained through a live GCS: the workers before the head,
+    # and systemd signalled only `ray start`, not the GCS under it.
+    for node in nodes:
+        drains = drain_messages(node, since)
+        assert any("finished draining" in line for line in drains), drains
+        assert not any("Failed to mark" in line for line in drains), drains
+        assert sum("received SIGTERM" in line for line in drains) == 1, drains
+    ROUND_TRIPS[other](switched, submit, jobs, outsider)
+    # The switched runbook's own commands, under this scenario's auth: on post_mortem's
+    # cluster (token auth) this is the one run of legacy's `ray debug` with the token.
+    find_and_attach(switched, submit, jobs)
 
     # A no-op re-run changes nothing and restarts nothing: a running job keeps running.
     job_id = submit("long_running.py", cluster.worker_ips[GPU_WORKER])
     wait_for_log(jobs, job_id, "RUNNING")
     # Read now: the runbook names the inventory of the run that wrote it.
-    again = documented(
-        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
-    )
+    again = documented("RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", other, switched)
     report, seconds = converge(again)
     record(cluster, "no-op re-run", seconds)
     assert changed_tasks(report) == set()
@@ -238,11 +236,3 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     # Nor may the counts and the GPU line read as real GPUs.
     assert any(line.endswith("; GPUs: 2 (2 stand-in)") for line in summary_of(report))
     assert f"GPU nodes: {GPU_WORKER}: {STAND_IN_GPUS}" in summary_of(report)
-
-
-def test_check_mode_on_a_converged_cluster_changes_nothing(cluster: Cluster) -> None:
-    again = documented(
-        "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster
-    )
-    changed, _ = cluster_up(again, "--check", "--diff")
-    assert changed == set()
