@@ -30,6 +30,7 @@ PORTS = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_t
 
 
 def render(out: Path, **variables: object) -> Path:
+    """Render the templates into out/MODE/NAME, with `variables` over the playbook's."""
     run = subprocess.run(
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
@@ -45,6 +46,9 @@ def render(out: Path, **variables: object) -> Path:
         check=False,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for path, text in json.loads((out / "rendered.json").read_text()).items():
+        (out / path).parent.mkdir(exist_ok=True)
+        (out / path).write_text(text)
     return out
 
 
