@@ -50,7 +50,8 @@ def test_the_collection_carries_what_runs_from_it(tarball: Path) -> None:
                     "inventory/sample/hosts.yml", "CHANGELOG.md", "meta/runtime.yml"):  # fmt: skip
         assert shipped in names
     # What needs the checkout: the controller tools, the sandbox, the tests.
-    for top in ("tests", "molecule", "bench", "ray_debug_tools", "roles/sandbox", ".collections"):
+    for top in ("tests", "molecule", "bench", "ray_debug_tools", "roles/sandbox", "collections",
+                "playbooks/collections", "playbooks/roles"):  # fmt: skip
         assert not any(name == top or name.startswith(f"{top}/") for name in names), top
     assert "playbooks/debug_probe.yml" not in names
 
@@ -75,3 +76,24 @@ def test_run_from_the_installed_collection_keeps_artifacts_beside_the_inventory(
         "--tags", "ray_facts", cwd=tmp_path, ANSIBLE_COLLECTIONS_PATH=str(collections))  # fmt: skip
     assert (tmp_path / "inventory/artifacts/outside/nodes.json").is_file()
     assert not list(collections.rglob("artifacts"))
+
+
+# Every playbook an operator runs from the checkout, by the README's and the runbook's commands.
+CHECKOUT_PLAYBOOKS = sorted(
+    ["cluster-up.yml", "cluster-down.yml"]
+    + [str(path.relative_to(PROJECT)) for path in (PROJECT / "playbooks").glob("*.yml")]
+)
+
+
+@pytest.mark.parametrize("playbook", CHECKOUT_PLAYBOOKS)
+def test_a_checkout_finds_its_roles_whatever_the_operators_ansible_settings(
+    tmp_path: Path, playbook: str
+) -> None:
+    """Execution environments and shared controllers set ANSIBLE_COLLECTIONS_PATH and
+    ANSIBLE_CONFIG, which replace ansible.cfg's paths: the checkout's roles must still
+    resolve, from the collections/ beside each playbook."""
+    config = tmp_path / "operator.cfg"
+    config.write_text("[defaults]\nforks = 5\n")
+    run(str(BIN / "ansible-playbook"), "-i", "localhost,", "--syntax-check", playbook,
+        cwd=PROJECT, ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "elsewhere"),
+        ANSIBLE_CONFIG=str(config))  # fmt: skip
