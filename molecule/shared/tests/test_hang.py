@@ -16,11 +16,14 @@ import tarfile
 import time
 from pathlib import Path
 
+import pytest
 from conftest import JOBS, Cluster
 from nodes import NODES
 from ray.job_submission import JobSubmissionClient
 from test_mode_switch import record
 from test_runbook import derived, printed_command, run_printed
+
+pytestmark = pytest.mark.once
 
 RANKS_PER_NODE = 2
 # Ray prefixes a task's printed lines with its name, pid and node, in colour.

@@ -1,14 +1,17 @@
 """Offline installs: the controller sends the wheelhouse to the head alone, and every node
-installs from the head's server inside the cluster (the online scenario deselects these).
+installs from the head's server inside the cluster (marker `offline`: the online scenario
+deselects these).
 
 Named to run before test_teardown.py purges the cluster: "the server is gone" must be read on
 a cluster that installed from it and runs."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import Cluster, fetched_ray_from_head
 from nodes import HEAD, NODES
 
+pytestmark = pytest.mark.offline
 testinfra_hosts = [f"ansible://{HEAD}"]
 
 

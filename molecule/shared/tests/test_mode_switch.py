@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from bounded import PLAYBOOK_LIMIT_S, run_until_cut
 from conftest import PROJECT, Cluster, run_playbook
 from nodes import GPU_WORKER, NODES
@@ -168,6 +169,7 @@ def drain_messages(host, since: str) -> list[str]:
     return [line for line in journal.splitlines() if "drain" in line.lower()]
 
 
+@pytest.mark.once
 def test_check_mode_on_a_converged_cluster_changes_nothing(cluster: Cluster) -> None:
     again = documented(
         "RUNBOOK.md", r"ansible-playbook -i \S+ cluster-up.yml -e", cluster.mode, cluster

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
 from conftest import Cluster, run_playbook
 from nodes import NODES
 from test_nodes import ray_main_pid
@@ -23,6 +24,7 @@ def test_node_runs_the_scenarios_debian(host) -> None:
     assert venv_python.startswith("Python 3."), venv_python
 
 
+@pytest.mark.python_outside_verl
 def test_verl_is_refused_on_an_unsupported_python(cluster: Cluster, host_of) -> None:
     """Selected only where the nodes' Python is outside verl's (online, Debian 13)."""
     pids = {name: ray_main_pid(host_of(name)) for name in NODES}

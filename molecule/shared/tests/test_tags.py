@@ -18,6 +18,8 @@ from test_mode_switch import README_INVENTORY, changed_task_names, converge
 from test_nodes import ray_main_pid
 from test_runbook import commands, derived
 
+pytestmark = pytest.mark.once
+
 
 def tagged_command(tag: str) -> str:
     [text] = [

@@ -13,6 +13,7 @@ from test_mode_switch import documented
 STOP = r"ansible-playbook -i \S+ cluster-down.yml$"
 PURGE = r"ansible-playbook -i \S+ cluster-down.yml -e ray_purge=true$"
 RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+pytestmark = pytest.mark.once
 
 
 def run_documented(text: str) -> str:
