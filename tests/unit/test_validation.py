@@ -200,6 +200,14 @@ CASES = {
         [],
         ["ray_service_tasks_max 'lots' is not valid; use infinity, a number of tasks"],
     ),
+    "join poll interval of zero": (
+        inventory(["h"], ["w"]),
+        ["-e", "ray_join_poll_interval=0"],
+        [
+            "ray_join_poll_interval '0' and ray_join_timeout '180' are not valid; the poll interval"
+            " must be 1 s or more, and the timeout at least one interval."
+        ],
+    ),
     "GID index not a number": (
         inventory(["h"], ["w"], ray_nccl_ib_gid_index="three"),
         [],
