@@ -32,8 +32,11 @@ class DapSession(TcpSession):
         """Open the TCP connection; `timeout` also bounds every later wait."""
         return cls(open_tcp(host, port, timeout), f"{host}:{port}", timeout)
 
-    def attach_for_post_mortem(self) -> Message:
-        """Run the attach handshake and return the `stopped` event of the paused task."""
+    def attach_for_post_mortem(self, path_mappings: list[Message] | None = None) -> Message:
+        """Run the attach handshake and return the `stopped` event of the paused task.
+
+        `path_mappings` is launch.json's: debugpy then names the client's paths, not the node's.
+        """
         self.request(
             "initialize",
             {
@@ -45,7 +48,9 @@ class DapSession(TcpSession):
             },
         )
         # debugpy answers `attach` only after configurationDone, so collect it last.
-        attach_seq = self.send("attach", {"justMyCode": False})
+        attach_seq = self.send(
+            "attach", {"justMyCode": False} | ({"pathMappings": path_mappings} if path_mappings else {})
+        )
         self.wait_event("initialized")
         self.request("setExceptionBreakpoints", {"filters": ["uncaught"]})
         self.request("configurationDone")

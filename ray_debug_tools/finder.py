@@ -45,6 +45,11 @@ GROUP_HEADER = ("#", "mode", "paused", "nodes", "task/actor", "file:line", "debu
 NODES_SHOWN = 2
 EXCEPTION_WIDTH = 100
 TRACEBACK_FRAME = re.compile(r'^\s*File "(.+)", line (\d+)', re.MULTILINE)
+# Where a node unpacks a job's working_dir: SESSION_DIR/runtime_resources/working_dir_files/
+# NAME, NAME being the package's file name without .zip (ray/_private/runtime_env/packaging.py).
+WORKING_DIR_FILES = "runtime_resources/working_dir_files"
+# What VS Code names the folder it has open: the operator's copy of the job.
+WORKSPACE = "${workspaceFolder}"
 # Exit codes: 2 is argparse's for misuse, and --vscode/--attach on the wrong kind of pause
 # is a misuse the operator fixes by switching flags.
 EXIT_OK, EXIT_ERROR, EXIT_WRONG_KIND = 0, 1, 2
@@ -67,6 +72,8 @@ class Pause:
     waited_from: str | None
     # "ValueError: boom" for a post-mortem pause; None for breakpoint() and legacy pauses.
     exception: str | None = None
+    # The job's working_dir as the worker's frames name it, where the task row tells it.
+    remote_root: str | None = None
 
     @property
     def address(self) -> str:
@@ -142,6 +149,24 @@ def task_raised(task: dict[str, Any] | None) -> Raised:
     return Raised(None, None, None)
 
 
+def job_root(task: dict[str, Any] | None, raised_file: str | None) -> str | None:
+    """The directory on the worker's node that holds the job's working_dir, as its frames name
+    it: read from the raising frame's path, or from the task's runtime env and its log path."""
+    if raised_file and (found := re.match(rf"(.*/{WORKING_DIR_FILES}/[^/]+)/", raised_file)):
+        return found[1]
+    runtime_env = ((task or {}).get("runtime_env_info") or {}).get("serialized_runtime_env")
+    try:
+        uri = json.loads(runtime_env or "{}").get("working_dir") or ""
+    except json.JSONDecodeError:
+        return None
+    log = ((task or {}).get("task_log_info") or {}).get("stdout_file") or ""
+    session_dir = log.rpartition("/logs/")[0]
+    if not (uri.startswith("gcs://") and session_dir):
+        return None
+    package = uri.rpartition("/")[2].removesuffix(".zip")
+    return f"{session_dir}/{WORKING_DIR_FILES}/{package}"
+
+
 def post_mortem_pauses(
     workers: Iterable[PausedWorker], tasks_by_worker: dict[str, list[dict[str, Any]]], now: float
 ) -> list[Pause]:
@@ -167,6 +192,7 @@ def post_mortem_pauses(
                 waited_s=now - start_ms / 1000 if start_ms else None,
                 waited_from="task_start" if start_ms else None,
                 exception=raised.exception,
+                remote_root=job_root(task, raised.file),
             )
         )
     return pauses
@@ -279,9 +305,11 @@ def pauses_json(pauses: list[Pause]) -> str:
     )
 
 
-def launch_config(pauses: list[Pause]) -> dict[str, Any]:
+def launch_config(pauses: list[Pause], local_root: str = WORKSPACE) -> dict[str, Any]:
     """A VS Code launch.json that attaches the Python debugger to debugpy pauses; for more
-    than one, a compound attaches to all of them at once."""
+    than one, a compound attaches to all of them at once. Where a pause's job has a
+    working_dir, its files map to `local_root`: VS Code opens the operator's own files and
+    binds the breakpoints set in them."""
     configurations = [
         {
             # The address keeps names unique, which the compound needs to refer to them.
@@ -292,6 +320,11 @@ def launch_config(pauses: list[Pause]) -> dict[str, Any]:
             # Ray's own frames (the worker loop, the post-mortem hook) sit above the task.
             "justMyCode": False,
         }
+        | (
+            {"pathMappings": [{"localRoot": local_root, "remoteRoot": pause.remote_root}]}
+            if pause.remote_root
+            else {}
+        )
         for pause in pauses
     ]
     config: dict[str, Any] = {"version": "0.2.0", "configurations": configurations}
@@ -505,6 +538,13 @@ def build_parser() -> argparse.ArgumentParser:
         "that attaches to all of them",
     )
     output.add_argument("--attach", type=int, metavar="N", help="open pdb pause N here")
+    parser.add_argument(
+        "--local-root",
+        default=WORKSPACE,
+        metavar="DIR",
+        help="with --vscode/--vscode-group: the local copy of the job's working_dir its files "
+        f"map to (default: {WORKSPACE}, the folder VS Code has open)",
+    )
     return parser
 
 
@@ -516,9 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pauses = find_pauses(endpoints, args.mode, args.timeout)
         if args.vscode is not None:
-            return _print_vscode(pauses, args.vscode, _command(args), whole_group=False)
+            return _print_vscode(pauses, args.vscode, _command(args), args.local_root, False)
         if args.vscode_group is not None:
-            return _print_vscode(pauses, args.vscode_group, _command(args), whole_group=True)
+            return _print_vscode(pauses, args.vscode_group, _command(args), args.local_root, True)
         if args.attach is not None:
             return _attach(pauses, args.attach, args.timeout, _command(args))
     except (RayDebugConnectionError, RuntimeError) as exc:
@@ -556,7 +596,9 @@ def _pick(pauses: list[Pause], number: int) -> Pause | None:
     return None
 
 
-def _print_vscode(pauses: list[Pause], number: int, command: str, whole_group: bool) -> int:
+def _print_vscode(
+    pauses: list[Pause], number: int, command: str, local_root: str, whole_group: bool
+) -> int:
     if not (pause := _pick(pauses, number)):
         return EXIT_ERROR
     if pause.mode == LEGACY:
@@ -569,7 +611,7 @@ def _print_vscode(pauses: list[Pause], number: int, command: str, whole_group: b
         )
         return EXIT_WRONG_KIND
     chosen = next(g for g in grouped(pauses) if pause in g) if whole_group else [pause]
-    print(json.dumps(launch_config(chosen), indent=2))
+    print(json.dumps(launch_config(chosen, local_root), indent=2))
     return EXIT_OK
 
 

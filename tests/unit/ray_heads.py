@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -82,6 +83,9 @@ def _dashboard_ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/api/v0/workers", timeout=2) as response:
             return response.status == 200
+    except urllib.error.HTTPError as refused:
+        # A token cluster's dashboard answers too: it refuses a request without the token.
+        return refused.code == 401
     except OSError:
         return False
 
@@ -138,11 +142,14 @@ def ray_head(debug_env: dict[str, str], log_path: Path, num_cpus: int = 2) -> It
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def start_driver(source: str, tmp_path: Path, head: RayHead) -> tuple[subprocess.Popen[str], Path]:
+def start_driver(
+    source: str, tmp_path: Path, head: RayHead, *args: str
+) -> tuple[subprocess.Popen[str], Path]:
+    """Run `source` as a driver of `head`: its argv is the GCS address, then `args`."""
     script = tmp_path / "driver.py"
     script.write_text(source)
     driver = subprocess.Popen(
-        [sys.executable, str(script), head.gcs_address],
+        [sys.executable, str(script), head.gcs_address, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -187,6 +187,39 @@ def test_launch_config_attaches_to_the_debugpy_port(captured_pauses: list[Pause]
     assert "compounds" not in config
 
 
+SESSION = "/var/tmp/ray/session_2026-12-04_10-00-00_1_2"
+
+
+@pytest.mark.parametrize(
+    ("task", "raised_file", "root"),
+    [
+        # A crash names the unpacked copy in its traceback.
+        (None, f"{SESSION}/runtime_resources/working_dir_files/_ray_pkg_ab12/sub/job.py",
+         f"{SESSION}/runtime_resources/working_dir_files/_ray_pkg_ab12"),
+        # A breakpoint() pause: the task's runtime env names the package, its log the session.
+        ({"runtime_env_info": {"serialized_runtime_env": '{"working_dir": "gcs://_ray_pkg_ab12.zip"}'},
+          "task_log_info": {"stdout_file": f"{SESSION}/logs/worker-1.out"}},
+         None, f"{SESSION}/runtime_resources/working_dir_files/_ray_pkg_ab12"),
+        # No working_dir, or a task row not there yet: nothing to map.
+        ({"runtime_env_info": {"serialized_runtime_env": "{}"},
+          "task_log_info": {"stdout_file": f"{SESSION}/logs/worker-1.out"}}, None, None),
+        (None, "/home/me/driver.py", None),
+    ],
+)  # fmt: skip
+def test_job_root_is_where_the_node_unpacked_the_working_dir(
+    task: dict[str, Any] | None, raised_file: str | None, root: str | None
+) -> None:
+    assert finder.job_root(task, raised_file) == root
+
+
+def test_launch_config_maps_a_known_working_dir_to_the_local_root() -> None:
+    pause = rank(1, "10.0.0.11", 52000, remote_root=f"{SESSION}/x/_ray_pkg_ab12")
+    [config] = finder.launch_config([pause])["configurations"]
+    assert config["pathMappings"] == [
+        {"localRoot": "${workspaceFolder}", "remoteRoot": f"{SESSION}/x/_ray_pkg_ab12"}
+    ]
+
+
 # ---- a crowd: every rank of a step paused at once ------------------------------------------
 
 
@@ -470,5 +503,74 @@ def test_post_mortem_pause_listed_with_vscode_config(
             stopped = dap.attach_for_post_mortem()
             assert stopped["body"]["reason"] == "exception"
             dap.continue_(stopped["body"]["threadId"])
+            dap.disconnect()
+        assert "FAILED" in finish(driver)
+
+
+# A job whose code travels in its working_dir: the task imports it on the worker, from Ray's
+# unpacked copy there.
+CRASH_JOB = """\
+def fail():
+    answer = 42
+    raise ValueError("boom")
+"""
+WORKING_DIR_DRIVER = """\
+import sys
+
+import ray
+
+ray.init(address=sys.argv[1], runtime_env={"working_dir": sys.argv[2]})
+
+
+@ray.remote(max_retries=0)
+def failing_task():
+    from crash_job import fail
+
+    fail()
+
+
+try:
+    ray.get(failing_task.remote())
+except ValueError as exc:
+    print("FAILED", type(exc).__name__, exc, flush=True)
+"""
+
+
+def test_vscode_config_maps_the_working_dir_to_the_operators_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through launch.json's pathMappings a DAP client sees the operator's own file in the
+    paused frame, and a breakpoint set in that file binds on the node's copy. The operator's
+    copy lies elsewhere than the directory the job was submitted from, as on a laptop."""
+    job, checkout = tmp_path / "job", tmp_path / "operator"
+    for folder in (job, checkout):
+        folder.mkdir()
+        (folder / "crash_job.py").write_text(CRASH_JOB)
+    local_file = checkout / "crash_job.py"
+    raise_line = CRASH_JOB.splitlines().index('    raise ValueError("boom")') + 1
+    with ray_head({"RAY_DEBUG_POST_MORTEM": "1"}, tmp_path / "ray-start.log") as head:
+        driver, _ = start_driver(WORKING_DIR_DRIVER, tmp_path, head, str(job))
+        endpoints = Endpoints(head.gcs_address, head.dashboard_url)
+        # The task row, which names the working_dir, trails the pause by a task-event flush.
+        [pause] = wait_for_pauses(
+            lambda: [p for p in finder.find_pauses(endpoints, "auto", 10) if p.remote_root],
+            driver,
+        )
+        assert re.fullmatch(rf"/.+/{finder.WORKING_DIR_FILES}/_ray_pkg_\w+", pause.remote_root)
+        code, out = run_main(capsys, head, "--vscode", "1", "--local-root", str(checkout))
+        assert code == 0
+        [config] = json.loads(out)["configurations"]
+        mappings = [{"localRoot": str(checkout), "remoteRoot": pause.remote_root}]
+        assert config["pathMappings"] == mappings
+        with DapSession.connect(pause.host, pause.port, timeout=30) as dap:
+            thread = dap.attach_for_post_mortem(mappings)["body"]["threadId"]
+            frame = next(f for f in dap.stack_trace(thread) if f["name"] == "fail")
+            assert (frame["source"]["path"], frame["line"]) == (str(local_file), raise_line)
+            answer = dap.request(
+                "setBreakpoints",
+                {"source": {"path": str(local_file)}, "breakpoints": [{"line": raise_line - 1}]},
+            )
+            assert [found["verified"] for found in answer["breakpoints"]] == [True]
+            dap.continue_(thread)
             dap.disconnect()
         assert "FAILED" in finish(driver)
