@@ -49,7 +49,8 @@ class DapSession(TcpSession):
         )
         # debugpy answers `attach` only after configurationDone, so collect it last.
         attach_seq = self.send(
-            "attach", {"justMyCode": False} | ({"pathMappings": path_mappings} if path_mappings else {})
+            "attach",
+            {"justMyCode": False} | ({"pathMappings": path_mappings} if path_mappings else {}),
         )
         self.wait_event("initialized")
         self.request("setExceptionBreakpoints", {"filters": ["uncaught"]})
