@@ -3,7 +3,6 @@ served by `python -m http.server` as the head serves it, and a real `uv venv`.""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 import ray_uv_venv
 import yaml
+from ray_heads import free_port
 
 PROJECT = Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT / "roles/ray_python/files/ray_uv_venv.py"
@@ -48,12 +48,6 @@ def wheelhouse(tmp_path: Path) -> Iterator[str]:
     finally:
         server.kill()
         server.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_until_served(url: str) -> None:
