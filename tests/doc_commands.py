@@ -181,6 +181,7 @@ RUNBOOK = [
         r"ansible-playbook -i \S+ playbooks/evidence\.yml -e ray_evidence_job=",
         f"{MOLECULE}/test_hang.py::test_a_hung_job_names_its_odd_rank_and_leaves_its_evidence",
     ),
+    Covered(r"ray-debug-rank ", f"{MOLECULE}/test_hang.py::debug_a_waiting_rank"),
     Covered(
         r"ansible-playbook -i \S+ playbooks/evidence\.yml",
         f"{MOLECULE}/test_faults.py::test_worker_down_is_named_in_the_evidence_then_comes_back",

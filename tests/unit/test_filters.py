@@ -294,7 +294,7 @@ DEBUG_MODES = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").
 
 def proof(port: int | None, mode: str = "legacy", **extra: object) -> dict[str, object]:
     """What cluster_proof.py reports from a node whose Ray runs in `mode`."""
-    names = ("RAY_DEBUG", "RAY_DEBUG_POST_MORTEM")
+    names = filters.debug_variable_names(DEBUG_MODES)
     debug_env = {name: DEBUG_MODES[mode]["env"].get(name) for name in names}
     return {
         "ray": "2.60.0",
@@ -365,8 +365,9 @@ def test_debugger_proof_names_a_node_whose_ray_runs_in_another_mode() -> None:
     post_mortem, whatever its files say, and the run fails naming it."""
     report = {"10.0.0.10": proof(52000), "10.0.0.11": proof(52001, "post_mortem")}
     assert judge(report, "legacy")["problems"] == [
-        "worker1 (10.0.0.11), Ray 2.60.0: Ray runs with RAY_DEBUG unset, "
-        "RAY_DEBUG_POST_MORTEM=1, not legacy's RAY_DEBUG=legacy, RAY_DEBUG_POST_MORTEM unset: "
+        "worker1 (10.0.0.11), Ray 2.60.0: Ray runs with RAY_DEBUG unset, RAY_DEBUG_ON_DEMAND=1, "
+        "RAY_DEBUG_POST_MORTEM=1, not legacy's RAY_DEBUG=legacy, RAY_DEBUG_ON_DEMAND=1, "
+        "RAY_DEBUG_POST_MORTEM unset: "
         "it did not restart on its configuration; re-run cluster-up, which restarts a Ray "
         "older than its configuration"
     ]

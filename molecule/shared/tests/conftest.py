@@ -58,6 +58,12 @@ class Cluster:
         return f"{self.head_ip}:{self.ports['gcs']}"
 
 
+def record(cluster: Cluster, what: str, seconds: float) -> None:
+    """A timing beside the runbook (artifacts' timings.jsonl): measured, never asserted."""
+    with Path(cluster.artifacts, "timings.jsonl").open("a") as timings:
+        timings.write(json.dumps({"what": what, "seconds": round(seconds, 1)}) + "\n")
+
+
 # The mode switch leaves the cluster in the other debug mode: it runs after every test that
 # needs the scenario's own, just before the teardown takes the cluster down.
 SWITCH_FILE, TEARDOWN_FILE = "test_mode_switch.py", "test_teardown.py"

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import PROJECT, Cluster, alive_nodes, run_playbook, trusts, wait_for_job
+from conftest import PROJECT, Cluster, alive_nodes, record, run_playbook, trusts, wait_for_job
 from nodes import FABRIC, GPU_WORKER, HEAD, NETWORK, WORKER
 from ray.job_submission import JobStatus, JobSubmissionClient
-from test_mode_switch import changed_tasks, converge, documented, record, runs_in, summary_of
+from test_mode_switch import changed_tasks, converge, documented, runs_in, summary_of
 from test_runbook import derived, printed_command, run_printed
 
 pytestmark = pytest.mark.faults

@@ -1,7 +1,9 @@
 """The step that hangs: nothing pauses and nothing raises. The job goes in through the
 runbook's NCCL debug profile line; the runbook's `ray-stacks` line reads every rank of the job
 on every node at once, through the head's dashboard with the token, and names the rank that
-never joined the all-reduce; its evidence line puts every node's part in one archive.
+never joined the all-reduce; its `ray-debug-rank` line opens the cluster's debugger on a rank
+blocked in the all-reduce (legacy's, after the mode switch, in test_mode_switch.py); its
+evidence line puts every node's part in one archive.
 
 Needs torch on the nodes (verl's install) and profiling, which is on where token auth is:
 the online scenario, which has neither, leaves this module out (its molecule.yml)."""
@@ -11,17 +13,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
-from conftest import JOBS, Cluster
+from conftest import JOBS, Cluster, record
 from nodes import NODES
 from ray.job_submission import JobSubmissionClient
-from test_mode_switch import record
-from test_runbook import derived, printed_command, run_printed
+from test_runbook import derived, printed, printed_command, run_printed
+
+from ray_debug_tools.dap_client import DapSession
+from ray_debug_tools.pdb_client import PdbSession
 
 pytestmark = pytest.mark.once
 
@@ -102,14 +107,69 @@ def test_a_hung_job_names_its_odd_rank_and_leaves_its_evidence(
         cluster, "hung_allreduce.py", first, second, str(RANKS_PER_NODE)
     )
     try:
-        hung_job(cluster, jobs, job_id, first, second)
+        debugger = hung_job(cluster, jobs, job_id, first, second)
     finally:
         jobs.stop_job(job_id)
+    closes(*debugger)
+
+
+def a_waiting_rank_debugged(cluster: Cluster, submit, jobs: JobSubmissionClient) -> None:
+    """The hung all-reduce again, in the cluster's mode now, and its debugger on a waiting
+    rank: how test_mode_switch.py proves legacy's on the cluster that has torch."""
+    first, second = sorted(cluster.worker_ips.values())[:2]
+    job_id = submit("hung_allreduce.py", first, second, str(RANKS_PER_NODE))
+    try:
+        odd_rank(jobs, job_id)
+        waiting, _ = grouped(cluster, job_id, sizes=[2 * RANKS_PER_NODE - 1, 1])
+        debugger = debug_a_waiting_rank(cluster, waiting["workers"][0])
+    finally:
+        jobs.stop_job(job_id)
+    closes(*debugger)
+
+
+def debug_a_waiting_rank(cluster: Cluster, rank: dict) -> tuple[str, int]:
+    """The runbook's `ray-debug-rank` line on a rank blocked in the all-reduce: the cluster's
+    debugger opens in the port range and shows the all-reduce frame; (host, port) of it."""
+    line = printed_command(cluster, r"ray-debug-rank ")
+    text = derived(line, line.replace("NODE_IP PID", f"{rank['node_ip']} {rank['pid']}"))
+    started = time.monotonic()
+    run = run_printed(cluster, text, timeout=180)
+    record(cluster, f"ray-debug-rank ({cluster.mode})", time.monotonic() - started)
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = re.search(rf"{cluster.mode} debugger at (\S+):(\d+)\n", run.stdout)
+    assert found, run.stdout
+    host, port = found.group(1), int(found.group(2))
+    assert host == rank["node_ip"] and port in cluster.debugger_range, run.stdout
+    assert ", in all_reduce\n" in run.stdout, run.stdout
+    if cluster.mode == "post_mortem":
+        with DapSession.connect(host, port, timeout=60) as dap:
+            stopped = dap.attach_for_post_mortem()["body"]
+            names = [frame["name"] for frame in dap.stack_trace(stopped["threadId"])]
+            assert "all_reduce" in names, names
+            dap.continue_(stopped["threadId"])
+            dap.disconnect()
+    else:
+        session = PdbSession.connect(host, port, timeout=60)
+        assert "all_reduce()" in session.command("where")
+        session.continue_()
+    return host, port
+
+
+def closes(host: str, port: int, timeout: float = 60) -> None:
+    """The stopped job's debugger port is free again: nothing answers on it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=5).close()
+        except OSError:
+            return
+        assert time.monotonic() < deadline, f"{host}:{port} still answers after the job stopped"
+        time.sleep(1)
 
 
 def hung_job(
     cluster: Cluster, jobs: JobSubmissionClient, job_id: str, first: str, second: str
-) -> None:
+) -> tuple[str, int]:
     odd_ip, odd_pid = odd_rank(jobs, job_id)
     assert odd_ip == second
 
@@ -167,3 +227,27 @@ def hung_job(
         )
     token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip().encode()
     assert not any(token in data for data in files.values())
+
+    # The cluster's debugger on a rank blocked in the all-reduce, the job left running.
+    return debug_a_waiting_rank(cluster, waiting["workers"][0])
+
+
+@pytest.mark.faults
+def test_mode_off_has_no_debugger_to_open(cluster: Cluster) -> None:
+    """The faults scenario runs debug_mode=off: `ray-debug-rank` refuses, naming the modes
+    that have a debugger, and the runbook prints no command for it."""
+    assert cluster.mode == "off"
+    node_ip = sorted(cluster.worker_ips.values())[0]
+    run = subprocess.run(
+        ["ray-debug-rank", "--head", cluster.head_ip, node_ip, "1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "runs debug_mode=off" in run.stderr and "debug_mode=post_mortem or" in run.stderr
+    assert not [text for text in printed(cluster) if text.startswith("ray-debug-rank ")]
+    assert (
+        "Mode `off` has no debugger: `ray-debug-rank` refuses."
+        in (cluster.artifacts / "RUNBOOK.md").read_text()
+    )

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 from bounded import PLAYBOOK_LIMIT_S, run_until_cut
-from conftest import PROJECT, Cluster, run_playbook
+from conftest import PROJECT, Cluster, record, run_playbook
 from nodes import GPU_WORKER, NODES
 from ray.job_submission import JobStatus, JobSubmissionClient
 from test_data_path import STAND_IN_GPUS
 from test_debugger import ROUND_TRIPS
+from test_hang import a_waiting_rank_debugged
 from test_nodes import MODE_ENV
 from test_runbook import commands, derived, find_and_attach, printed
 
@@ -158,11 +159,6 @@ def wait_for_log(jobs: JobSubmissionClient, job_id: str, text: str, timeout: flo
         time.sleep(1)
 
 
-def record(cluster: Cluster, what: str, seconds: float) -> None:
-    with Path(cluster.artifacts, "timings.jsonl").open("a") as timings:
-        timings.write(json.dumps({"what": what, "seconds": round(seconds, 1)}) + "\n")
-
-
 def drain_messages(host, since: str) -> list[str]:
     """What `ray start --block` logged about draining the node on SIGTERM since `since`."""
     journal = host.check_output(f"journalctl -u ray --no-pager -o cat --since @{since}")
@@ -221,6 +217,9 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     # The switched runbook's own commands, under this scenario's auth: on post_mortem's
     # cluster (token auth) this is the one run of legacy's `ray debug` with the token.
     find_and_attach(switched, submit, jobs)
+    # The hung rank's debugger in the new mode, where torch is there to hang an all-reduce.
+    if switched.verl_version:
+        a_waiting_rank_debugged(switched, submit, jobs)
 
     # A no-op re-run changes nothing and restarts nothing: a running job keeps running.
     job_id = submit("long_running.py", cluster.worker_ips[GPU_WORKER])

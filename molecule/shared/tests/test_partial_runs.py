@@ -9,10 +9,10 @@ import socket
 import time
 
 import pytest
-from conftest import Cluster, alive_nodes, fetched_ray_from_head, run_playbook, trusts
+from conftest import Cluster, alive_nodes, fetched_ray_from_head, record, run_playbook, trusts
 from nodes import FABRIC, HEAD, NODES, WORKER
 from test_faults import rejoined, runs_a_task, wait_until
-from test_mode_switch import converge, documented, record
+from test_mode_switch import converge, documented
 
 pytestmark = pytest.mark.faults
 RUNBOOK_UP = r"ansible-playbook -i \S+ cluster-up.yml"

@@ -9,9 +9,9 @@ order of stops and starts is read back from the nodes themselves.
 from __future__ import annotations
 
 import pytest
-from conftest import Cluster, alive_nodes
+from conftest import Cluster, alive_nodes, record
 from nodes import GPU_WORKER, HEAD, NODES, WORKER
-from test_mode_switch import converge, documented, record
+from test_mode_switch import converge, documented
 
 pytestmark = pytest.mark.faults
 OTHER_RAY = "2.59.0"
