@@ -196,6 +196,17 @@ def hung_job(
     assert text.stdout.startswith(f"{2 * RANKS_PER_NODE} of {2 * RANKS_PER_NODE} workers read"
                                   " on 2 nodes"), text.stdout  # fmt: skip
     assert f"1 worker (odd one out)\n    {second} pid {odd_pid} rank_step" in text.stdout
+    # Every worker of the cluster at once, without --job: its own timing, for the record.
+    line = printed_command(cluster, r"ray-stacks ")
+    whole = run_printed(cluster, derived(line, line.replace(" --job JOB_ID", "")), timeout=180)
+    read = re.match(r"(\d+) of \d+ workers read on (\d+) nodes in ([\d.]+) s", whole.stdout)
+    assert whole.returncode == 0 and read, whole.stdout + whole.stderr
+    assert int(read.group(1)) >= 2 * RANKS_PER_NODE, whole.stdout
+    record(
+        cluster,
+        f"ray-stacks, every worker: {read.group(1)} on {read.group(2)} nodes",
+        float(read.group(3)),
+    )
 
     # The evidence, while the job hangs: every node's part, the job's driver log (on the head)
     # and the ranks' stand-in dumps on their nodes, written under the NCCL profile; never the

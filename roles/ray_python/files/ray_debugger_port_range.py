@@ -63,14 +63,27 @@ def install() -> None:
             file=sys.stderr,
         )
         return
-    patches: dict[str, Patch] = {
-        "debugpy": lambda module: _patch_debugpy(module, ports),
-        "ray.util.rpdb": lambda module: _patch_rpdb(module, ports),
-    }
+    patch_on_import(
+        {
+            "debugpy": lambda module: _patch_debugpy(module, ports),
+            "ray.util.rpdb": lambda module: _patch_rpdb(module, ports),
+        }
+    )
+
+
+def patch_on_import(patches: dict[str, Patch]) -> None:
+    """Run each patch on its module: now where it is imported, else right after its import.
+
+    The venv's other hook of Ray's debuggers (ray_post_mortem_exception) patches this way too.
+    Patches of modules some earlier call already patches are not added twice.
+    """
+    for finder in sys.meta_path:
+        if isinstance(finder, _PatchingFinder):
+            patches = {name: patch for name, patch in patches.items() if name not in finder.names}
     for name, patch in patches.items():
         if name in sys.modules:
             _apply(name, patch, sys.modules[name])
-    if not any(isinstance(finder, _PatchingFinder) for finder in sys.meta_path):
+    if patches:
         sys.meta_path.insert(0, _PatchingFinder(patches))
 
 
@@ -267,6 +280,7 @@ class _PatchingFinder:
 
     def __init__(self, patches: dict[str, Patch]) -> None:
         self._patches = patches
+        self.names = frozenset(patches)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
