@@ -119,7 +119,10 @@ README = [
     Covered(r"make up$", "tests/sandbox/test_make_up.py::sandbox"),
     Covered(r"make probe$", "tests/sandbox/test_make_up.py::test_probe_passes_on_a_fresh_sandbox"),
     Covered(r"make down$", "tests/sandbox/test_make_up.py::test_make_down_removes_the_sandbox"),
-    Covered(r"source |export RAY_AUTH_MODE=|ray job submit |ray-breakpoints ", SANDBOX_JOB),
+    Covered(
+        r"source |export RAY_AUTH_MODE=|ray job submit |ray-breakpoints |ray-dashboard-forward ",
+        SANDBOX_JOB,
+    ),
     Covered(
         r"ansible-playbook -i artifacts/ray-sandbox/hosts.yml playbooks/collective_check.yml$",
         "tests/sandbox/test_make_up.py::test_readme_collective_check",
@@ -172,7 +175,7 @@ RUNBOOK = [
     ),
     Covered(r"ansible-playbook -i \S+ cluster-down.yml", f"{MOLECULE}/test_teardown.py::downed"),
     Covered(
-        r"ray-breakpoints |curl -s |ssh |ray debug$",
+        r"ray-breakpoints |curl -s |ssh |ray debug$|ray-dashboard-forward ",
         f"{MOLECULE}/test_runbook.py::test_find_and_attach",
     ),
     Covered(r"ray status$", f"{MOLECULE}/test_runbook.py::test_ray_status_as_the_login_user"),

@@ -22,6 +22,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(PROJECT / "tests"))
 from bounded import PLAYBOOK_LIMIT_S, run_bounded  # noqa: E402
 from doc_commands import commands, derived, ran  # noqa: E402
+from extension import forwarding, paused_through  # noqa: E402
 
 README = commands((PROJECT / "README.md").read_text())
 # The job a reader debugs: a task that crashes, so post_mortem pauses it.
@@ -98,7 +99,8 @@ def readme_lines(*starts: str) -> list[str]:
 
 def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
     """README's lines, from a job's own directory: submit it, find its pause, get VS Code's
-    launch.json for it. Release the pause the way VS Code would, over DAP."""
+    launch.json for it, find it as the extension does through README's forwarder. Release
+    the pause the way VS Code would, over DAP."""
     (tmp_path / "my_job.py").write_text(MY_JOB)
     setup_lines = readme_lines("source ", "export RAY_AUTH_MODE=")
     setup = "\n".join(setup_lines)
@@ -143,6 +145,12 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
         assert launch.returncode == 0, listed.stdout + launch.stdout + launch.stderr
         connect = json.loads(launch.stdout)["configurations"][0]["connect"]
         assert 52000 <= connect["port"] <= 52099, connect
+        # The extension's discovery with no token of its own, through README's forwarder.
+        (forward,) = readme_lines("ray-dashboard-forward ")
+        ran(forward)
+        with forwarding(f"{setup}\n{forward}", env) as dashboard:
+            assert dashboard == "http://127.0.0.1:8265", dashboard
+            assert (connect["host"], connect["port"]) in paused_through(dashboard)
         with DapSession.connect(connect["host"], connect["port"]) as session:
             stopped = session.attach_for_post_mortem()
             session.continue_(stopped["body"]["threadId"])

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
 from pathlib import Path
 
 import pexpect
@@ -22,6 +23,7 @@ from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
 
 sys.path.insert(0, str(PROJECT / "tests"))
 from doc_commands import commands, derived, ran
+from extension import forwarding, paused_through
 
 OPERATOR_KEY = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "operator_key"
 PROMPT = "RUNBOOK-TEST$ "
@@ -46,15 +48,8 @@ def run_printed(
     """One printed command in bash after the runbook's `cd` and `export` lines, without this
     test run's own Ray client variables: the runbook's must suffice. `cwd` replaces the `cd`
     for commands run from a job's own directory."""
-    setup = [
-        line
-        for line in printed(cluster)
-        if line.startswith("export RAY_AUTH_MODE=") or (cwd is None and line.startswith("cd /"))
-    ]
-    for line in [*setup, text]:
-        ran(line)
     return subprocess.run(
-        ["bash", "-c", "\n".join([*setup, text])],
+        ["bash", "-c", printed_script(cluster, text, cwd is None)],
         cwd=cwd,
         env=operator_env(),
         capture_output=True,
@@ -62,6 +57,18 @@ def run_printed(
         timeout=timeout,
         check=False,
     )
+
+
+def printed_script(cluster: Cluster, text: str, with_cd: bool = True) -> str:
+    """The runbook's `export` (and `cd`) lines, then `text`, each recorded as run."""
+    setup = [
+        line
+        for line in printed(cluster)
+        if line.startswith("export RAY_AUTH_MODE=") or (with_cd and line.startswith("cd /"))
+    ]
+    for line in [*setup, text]:
+        ran(line)
+    return "\n".join([*setup, text])
 
 
 def operator_env() -> dict[str, str]:
@@ -148,6 +155,17 @@ def find_and_attach(cluster: Cluster, submit, jobs) -> None:
 
         state_api = run_printed(cluster, printed_command(cluster, r"curl -s "))
         assert f"{pause.ip} {pause.port}" in state_api.stdout.splitlines(), state_api.stdout
+
+        # The extension's way on a token cluster: its discovery, with no token of its own,
+        # through the runbook's forwarder; straight at the head it is refused.
+        if os.environ.get("RAY_AUTH_MODE") == "token":
+            forward = printed_command(cluster, r"ray-dashboard-forward ")
+            with forwarding(printed_script(cluster, forward), operator_env()) as dashboard:
+                assert (pause.ip, pause.port) in paused_through(dashboard)
+            with pytest.raises(urllib.error.HTTPError, match="401"):
+                paused_through(cluster.dashboard)
+        else:
+            assert not [line for line in printed(cluster) if "ray-dashboard-forward" in line]
 
         with DapSession.connect(pause.ip, pause.port) as session:
             stopped = session.attach_for_post_mortem()
