@@ -216,7 +216,7 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     ROUND_TRIPS[other](switched, submit, jobs, outsider)
     # The switched runbook's own commands, under this scenario's auth: on post_mortem's
     # cluster (token auth) this is the one run of legacy's `ray debug` with the token.
-    find_and_attach(switched, submit, jobs)
+    find_and_attach(switched, submit, jobs, outsider)
     # The hung rank's debugger in the new mode, where torch is there to hang an all-reduce.
     if switched.verl_version:
         a_waiting_rank_debugged(switched, submit, jobs)

@@ -18,7 +18,6 @@ from nodes import GPU_WORKER
 from ray.job_submission import JobStatus
 from test_debugger import WORKER, wait_for
 
-from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
 
 sys.path.insert(0, str(PROJECT / "tests"))
@@ -57,6 +56,70 @@ def run_printed(
         timeout=timeout,
         check=False,
     )
+
+
+# Attach through the tunnel, then release the paused task as VS Code's Continue would.
+OUTSIDE_ATTACH = (
+    "import sys; from ray_debug_tools.dap_client import DapSession; "
+    's = DapSession.connect("127.0.0.1", int(sys.argv[1]), 30); '
+    'stopped = s.attach_for_post_mortem()["body"]; '
+    'print("stopped:", stopped["reason"]); '
+    's.continue_(stopped["threadId"]); s.disconnect()'
+)
+
+
+def through_ssh_from_outside(cluster: Cluster, outsider, ip: str, port: int) -> None:
+    """The runbook's SSH tunnels, run on a host the firewall does not trust (the outsider,
+    which reaches only SSH): the dashboard lists the pause through the first, and a DAP
+    client attaches to the paused worker through the second and releases it. The key stands
+    for the operator's."""
+    outsider.check_output("mkdir -p -m 0700 /root/.ssh")
+    outsider.ansible(
+        "copy", f"src={OPERATOR_KEY} dest=/root/.ssh/operator_key mode=0600", check=False
+    )
+    options = (
+        "IdentityFile /root/.ssh/operator_key",
+        "StrictHostKeyChecking no",
+        "UserKnownHostsFile /dev/null",
+        "BatchMode yes",
+        "ExitOnForwardFailure yes",
+    )
+    outsider.check_output(
+        "printf '%s\\n' 'Host *' " + " ".join(f"'  {option}'" for option in options)
+        + " > /root/.ssh/config && chmod 0600 /root/.ssh/config"
+    )  # fmt: skip
+    dashboard = printed_command(cluster, r"ssh -N -L \d+:")
+    debugger = printed_command(cluster, r"ssh -N -L PORT:WORKER_IP:PORT ")
+    local = int(dashboard.split()[3].split(":")[0])
+    debugger = derived(debugger, debugger.replace("PORT:WORKER_IP:PORT", f"{port}:{ip}:{port}"))
+    try:
+        for line in (dashboard, debugger):
+            # -f: into the background once the tunnel is up, as a second terminal would hold it.
+            text = derived(line, line.replace("ssh -N", "ssh -f -N", 1))
+            ran(text)
+            outsider.check_output(text)
+        token = os.environ.get("RAY_AUTH_TOKEN_PATH")
+        header = ""
+        if os.environ.get("RAY_AUTH_MODE") == "token" and token:
+            outsider.ansible("copy", f"src={token} dest=/root/cluster_token mode=0600", check=False)
+            header = '-H "Authorization: Bearer $(cat /root/cluster_token)" '
+        workers = outsider.check_output(
+            f"curl -sf {header}'http://127.0.0.1:{local}/api/v0/workers?detail=1&limit=10000'"
+        )
+        rows = json.loads(workers)["data"]["result"]["result"]
+        assert any((r["ip"], r["debugger_port"]) == (ip, port) for r in rows), workers[-2000:]
+        # The operator's DAP client, on the outsider: ours, from this checkout, stdlib only.
+        outsider.check_output("mkdir -p /root/dap/ray_debug_tools")
+        for module in ("__init__.py", "_net.py", "dap_client.py"):
+            outsider.ansible(
+                "copy",
+                f"src={PROJECT / 'ray_debug_tools' / module} dest=/root/dap/ray_debug_tools/",
+                check=False,
+            )
+        attached = outsider.run(f"cd /root/dap && python3 -c '{OUTSIDE_ATTACH}' {port}")
+        assert attached.stdout.strip() == "stopped: exception", attached.stdout + attached.stderr
+    finally:
+        outsider.run("pkill -f 'ssh -f -N -L'")
 
 
 def printed_script(cluster: Cluster, text: str, with_cd: bool = True) -> str:
@@ -133,11 +196,11 @@ def test_ray_status_as_the_login_user(cluster: Cluster) -> None:
 
 
 @pytest.mark.every_mode
-def test_find_and_attach(cluster: Cluster, submit, jobs) -> None:
-    find_and_attach(cluster, submit, jobs)
+def test_find_and_attach(cluster: Cluster, submit, jobs, outsider) -> None:
+    find_and_attach(cluster, submit, jobs, outsider)
 
 
-def find_and_attach(cluster: Cluster, submit, jobs) -> None:
+def find_and_attach(cluster: Cluster, submit, jobs, outsider) -> None:
     """The runbook's way to a paused task in the cluster's mode, as printed: list it, then
     attach (VS Code's launch.json and DAP in post_mortem; `ray debug` in a login shell on the
     head and `ray-breakpoints --attach` in legacy); in mode off nothing pauses."""
@@ -167,9 +230,9 @@ def find_and_attach(cluster: Cluster, submit, jobs) -> None:
         else:
             assert not [line for line in printed(cluster) if "ray-dashboard-forward" in line]
 
-        with DapSession.connect(pause.ip, pause.port) as session:
-            stopped = session.attach_for_post_mortem()
-            session.continue_(stopped["body"]["threadId"])
+        # Attached from outside the trusted networks, through the runbook's tunnels (the
+        # controller's own DAP attach is test_debugger.py's round trip).
+        through_ssh_from_outside(cluster, outsider, pause.ip, pause.port)
         assert wait_for_job(jobs, job_id) == JobStatus.FAILED
     elif cluster.mode == "legacy":
         # `ray debug` on the head, over SSH as the login user, as the runbook says.
