@@ -34,9 +34,9 @@ from ray._private.authentication.http_token_authentication import (
 
 from ray_debug_tools._dashboard import dashboard_get
 from ray_debug_tools._net import RayDebugConnectionError
+from ray_debug_tools.finder import DASHBOARD_PORT
 from ray_debug_tools.pauses import state_api_rows
 
-DASHBOARD_PORT = 8265
 THREAD = re.compile(r'^Thread (\S+) \((\w+)\): "(.*)"$')
 ADDRESS = re.compile(r"0x[0-9a-f]+")
 # The threads a worker runs its tasks in; the rest are Ray's own.

@@ -65,7 +65,13 @@ def ports_of(scan: str, address: str) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def outsider_finds(outsider, cluster, host_of) -> dict[str, set[int]]:
+def ipv6(host_of) -> dict[str, str]:
+    """Each node's IPv6 address, asked once for every test of the module."""
+    return {node: ipv6_of(host_of(node)) for node in NODES}
+
+
+@pytest.fixture(scope="module")
+def outsider_finds(outsider, cluster, host_of, ipv6) -> dict[str, set[int]]:
     """The ports open to the outsider at each node's IPv4 and IPv6 address. At 20000
     packets/s with one retry, the full scan reads a busy node's late answer as filtered, so
     every port any node listens on gets a patient look too before it counts as closed. One
@@ -74,7 +80,7 @@ def outsider_finds(outsider, cluster, host_of) -> dict[str, set[int]]:
     found: dict[str, set[int]] = {}
     for family, addresses in (
         ("", [address_of(cluster, node) for node in NODES]),
-        ("-6", [ipv6_of(host_of(node)) for node in NODES]),
+        ("-6", [ipv6[node] for node in NODES]),
     ):
         targets = " ".join(addresses)
         full = outsider.check_output(f"{FULL_SCAN} {family} {targets}")
@@ -154,19 +160,19 @@ def udp_echo(host_of, node) -> Iterator[None]:
 
 @pytest.mark.parametrize("node", NODES)
 def test_ping_and_udp_pass_untouched_over_both_families(
-    outsider, cluster, host_of, node, udp_echo
+    outsider, cluster, ipv6, node, udp_echo
 ) -> None:
     """From the outsider, which Ray's ports drop: ICMP echo, ICMPv6 (and so neighbour
     discovery) and UDP, even to a Ray port number, all reach the node."""
-    for address in (address_of(cluster, node), ipv6_of(host_of(node))):
+    for address in (address_of(cluster, node), ipv6[node]):
         outsider.run_expect([0], f"ping -c 1 -W 3 {address}")
         probe = UDP_PROBE.format(port=UDP_PORT)
         assert outsider.check_output(f'python3 -c "{probe}" {address}') == "probe"
 
 
 @pytest.mark.parametrize("node", NODES)
-def test_outsider_finds_only_ssh_over_ipv6(outsider_finds, host_of, node) -> None:
-    assert outsider_finds[ipv6_of(host_of(node))] == OPEN_TO_ANYONE
+def test_outsider_finds_only_ssh_over_ipv6(outsider_finds, ipv6, node) -> None:
+    assert outsider_finds[ipv6[node]] == OPEN_TO_ANYONE
 
 
 def test_a_node_is_trusted_by_every_address(cluster, host_of) -> None:
