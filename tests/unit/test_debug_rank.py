@@ -21,6 +21,7 @@ from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
 from ray_debug_tools.pdb_client import PdbSession
 
 HOOKS = Path(__file__).parents[2] / "roles" / "ray_python" / "files"
+NOBODY = 65534
 # The task's main thread waits on a lock nobody releases: C code, no Python frame runs.
 HUNG_DRIVER = """\
 import sys
@@ -104,6 +105,17 @@ def test_post_mortem_opens_debugpy_on_the_blocked_main_thread(
             assert driver.poll() is None
             again = open_debugger(capsys, head, rank)
             assert again[0] == 0 and "already open" not in again[1], again
+            # Another user of the node may not ask: the worker reads the caller's uid.
+            asked = f"import ray_debug_on_demand as hook; print(hook.request({pid})['error'])"
+            other = subprocess.run(
+                ["/usr/bin/python3", "-c", asked],
+                env={"PYTHONPATH": str(HOOKS), "RAY_DEBUG_POST_MORTEM": "1"},
+                user=NOBODY,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert other.stdout == f"uid {NOBODY} may not open this worker's debugger\n", other
         finally:
             driver.kill()
             driver.communicate()
