@@ -42,7 +42,7 @@ ENV_VAR = "RAY_DEBUG_ON_DEMAND"
 WORKER_SCRIPT = "default_worker.py"
 # The credentials a Unix socket's peer connected with: struct ucred, three ints (pid, uid, gid).
 UCRED_FORMAT = "3i"
-# How long the asker waits for the worker to open its debugger and say where.
+# How long the worker waits for its debugger to open and say where (the asker waits longer).
 OPEN_TIMEOUT = 30.0
 _session: dict[str, Any] = {}
 
@@ -87,7 +87,7 @@ def install() -> bool:
     return True
 
 
-def request(pid: int, timeout: float = OPEN_TIMEOUT) -> Reply:
+def request(pid: int, timeout: float = OPEN_TIMEOUT + 10) -> Reply:
     """Ask worker `pid` of this node to open its debugger: {"mode", "address", ...} or
     {"error"}. Run on the worker's node, as the Ray service's user."""
     import json
@@ -296,15 +296,3 @@ def _versions() -> str:
         except PackageNotFoundError:
             found.append(f"no {name}")
     return ", ".join(found)
-
-
-def _main(argv: list[str]) -> int:
-    """`python -m ray_debug_on_demand PID`: ask a worker of this node (tests, by hand)."""
-    import json
-
-    print(json.dumps(request(int(argv[0]))))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
