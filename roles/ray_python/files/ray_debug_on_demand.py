@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     Reply = dict[str, Any]
 
 ENV_VAR = "RAY_DEBUG_ON_DEMAND"
-# Ray starts each worker process as `python .../ray/_private/workers/default_worker.py ...`.
-WORKER_SCRIPT = "default_worker.py"
 # The credentials a Unix socket's peer connected with: struct ucred, three ints (pid, uid, gid).
 UCRED_FORMAT = "3i"
 # How long the worker waits for its debugger to open and say where (the asker waits longer).
@@ -66,10 +64,14 @@ def mode_of(environ: dict[str, str] | os._Environ[str]) -> str:
 
 def install() -> bool:
     """In a Ray worker of a debug mode, listen for requests; whether this process listens."""
-    argv = getattr(sys, "argv", None) or [""]
-    if os.environ.get(ENV_VAR) != "1" or os.path.basename(argv[0]) != WORKER_SCRIPT:
+    if os.environ.get(ENV_VAR) != "1":
         return False
     import socket
+
+    from ray_debugger_port_range import is_ray_worker
+
+    if not is_ray_worker(getattr(sys, "argv", None)):
+        return False
 
     try:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -161,7 +163,9 @@ def _open() -> Reply:
         try:
             sessions[mode](replies.put)
         except Exception as error:  # the asker must hear why, whatever it is
-            replies.put({"error": f"{type(error).__name__}: {error} ({_versions()})"})
+            from ray_debugger_port_range import installed_versions
+
+            replies.put({"error": f"{type(error).__name__}: {error} ({installed_versions()})"})
 
     thread = threading.Thread(target=run, name="ray_debug_on_demand_session", daemon=True)
     thread.start()
@@ -284,15 +288,3 @@ def _registered(
 
 def _where(frame: FrameType) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
-
-
-def _versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = []
-    for name in ("ray", "debugpy"):
-        try:
-            found.append(f"{name} {version(name)}")
-        except PackageNotFoundError:
-            found.append(f"no {name}")
-    return ", ".join(found)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     Patch = Callable[[ModuleType], None]
 
 ENV_VAR = "RAY_DEBUGGER_PORT_RANGE"
+WORKER_SCRIPT = "default_worker.py"
 RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
 # Set on our wrappers so that a second install() in one process does not wrap twice.
 _WRAPPED = "_ray_debugger_port_range_wrapped"
@@ -243,6 +244,13 @@ def _recognised(name: str, function: Callable[..., Any], expected: Sequence[str]
 
 
 def _versions() -> str:
+    found = installed_versions()
+    return f"; installed: {found}" if found else ""
+
+
+def installed_versions() -> str:
+    """ "ray X, debugpy Y" as installed here, for messages about Ray's debuggers; each of the
+    venv's debugger hooks names them when it leaves Ray alone."""
     from importlib import metadata
 
     found = []
@@ -251,7 +259,13 @@ def _versions() -> str:
             found.append(f"{package} {metadata.version(package)}")
         except metadata.PackageNotFoundError:
             continue
-    return f"; installed: {', '.join(found)}" if found else ""
+    return ", ".join(found)
+
+
+def is_ray_worker(argv: list[str] | None) -> bool:
+    """Whether this is one of Ray's worker processes, which Ray starts as
+    `python .../ray/_private/workers/default_worker.py ...`."""
+    return os.path.basename((argv or [""])[0]) == WORKER_SCRIPT
 
 
 def _copy_identity(wrapper: Callable[..., Any], original: Callable[..., Any]) -> None:

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 NAME = "ray_post_mortem_exception"
-# Ray starts each worker process as `python .../ray/_private/workers/default_worker.py ...`.
-WORKER_SCRIPT = "default_worker.py"
 # What this hook wraps (Ray 2.60): a function without parameters that reads sys.exc_info().
 RAY_MODULE, RAY_FUNCTION = "ray.util.debugpy", "_debugpy_excepthook"
 _WRAPPED = "_ray_post_mortem_exception_wrapped"
@@ -34,11 +32,11 @@ _WRAPPED = "_ray_post_mortem_exception_wrapped"
 
 def needed(environ: dict[str, str] | os._Environ[str], argv: list[str]) -> bool:
     """Whether this process is a Ray worker whose crashes pause for debugpy (post_mortem)."""
-    return (
-        environ.get("RAY_DEBUG_POST_MORTEM") == "1"
-        and environ.get("RAY_DEBUG", "1") == "1"
-        and os.path.basename((argv or [""])[0]) == WORKER_SCRIPT
-    )
+    if environ.get("RAY_DEBUG_POST_MORTEM") != "1" or environ.get("RAY_DEBUG", "1") != "1":
+        return False
+    from ray_debugger_port_range import is_ray_worker
+
+    return is_ray_worker(argv)
 
 
 def install() -> bool:
@@ -85,17 +83,11 @@ def wrap(module: ModuleType) -> None:
 
 def _say(why: str) -> None:
     # Printed in the worker's log, where the operator looks when a crash shows no exception.
-    from importlib import metadata
+    from ray_debugger_port_range import installed_versions
 
-    versions = []
-    for package in ("ray", "debugpy"):
-        try:
-            versions.append(f"{package} {metadata.version(package)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"no {package}")
     print(
         f"{NAME}: leaving Ray's post-mortem as it is; on Python 3.12 and newer a crash then "
         f"reaches the debugger without its exception (ray-project/ray#54044): {why}; "
-        f"installed: {', '.join(versions)}",
+        f"installed: {installed_versions()}",
         file=sys.stderr,
     )
