@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,14 +58,31 @@ ray.get(hung_rank.remote())
 WAIT_LINE = HUNG_DRIVER.splitlines().index("    lock.acquire()") + 1
 
 
-def hung_rank(driver: subprocess.Popen[str]) -> tuple[str, int]:
-    """(node ip, pid) of the task's worker, once it waits."""
-    assert driver.stdout is not None
-    for line in driver.stdout:
-        found = re.search(r"HUNG_RANK (\S+) (\d+)", line)
-        if found:
-            return found.group(1), int(found.group(2))
-    pytest.fail("the driver ended before its task hung")
+@dataclass(frozen=True)
+class Hung:
+    head: RayHead
+    driver: subprocess.Popen[str]
+    script: Path
+    # (node ip, pid) of the task's worker.
+    rank: tuple[str, int]
+
+
+@contextmanager
+def hung_rank(mode: dict[str, str], tmp_path: Path) -> Iterator[Hung]:
+    """A head in `mode` whose driver's task waits in C; the driver is killed afterwards."""
+    with ray_head(head_env(mode), tmp_path / "ray.log") as head:
+        driver, script = start_driver(HUNG_DRIVER, tmp_path, head)
+        try:
+            assert driver.stdout is not None
+            for line in driver.stdout:
+                found = re.search(r"HUNG_RANK (\S+) (\d+)", line)
+                if found:
+                    yield Hung(head, driver, script, (found.group(1), int(found.group(2))))
+                    return
+            pytest.fail("the driver ended before its task hung")
+        finally:
+            driver.kill()
+            driver.communicate()
 
 
 def open_debugger(
@@ -84,66 +104,57 @@ def head_env(mode: dict[str, str]) -> dict[str, str]:
 def test_post_mortem_opens_debugpy_on_the_blocked_main_thread(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with ray_head(head_env({"RAY_DEBUG_POST_MORTEM": "1"}), tmp_path / "ray.log") as head:
-        driver, script = start_driver(HUNG_DRIVER, tmp_path, head)
-        try:
-            ip, pid = rank = hung_rank(driver)
-            code, out, err = open_debugger(capsys, head, rank)
-            assert code == 0, err
-            assert re.search(rf"post_mortem debugger at {ip}:\d+\n", out), out
-            assert f"waits at {script}:{WAIT_LINE} in waits_in_c" in out
-            [paused] = [w for w in paused_workers(head.dashboard_url) if w.pid == pid]
-            with DapSession.connect(paused.ip, paused.port, timeout=30) as dap:
-                stopped = dap.attach_for_post_mortem()["body"]
-                assert stopped["reason"] == "exception"
-                frames = dap.stack_trace(stopped["threadId"])
-                assert (frames[0]["name"], frames[0]["line"]) == ("waits_in_c", WAIT_LINE)
-                assert dap.evaluate("secret", frames[0]["id"]) == "42"
-                dap.continue_(stopped["threadId"])
-                dap.disconnect()
-            # The main thread never moved: the rank still waits, nothing was restarted.
-            assert driver.poll() is None
-            again = open_debugger(capsys, head, rank)
-            assert again[0] == 0 and "already open" not in again[1], again
-            # Another user of the node may not ask: the worker reads the caller's uid.
-            asked = f"import ray_debug_on_demand as hook; print(hook.request({pid})['error'])"
-            other = subprocess.run(
-                ["/usr/bin/python3", "-c", asked],
-                env={"PYTHONPATH": str(HOOKS), "RAY_DEBUG_POST_MORTEM": "1"},
-                user=NOBODY,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert other.stdout == f"uid {NOBODY} may not open this worker's debugger\n", other
-        finally:
-            driver.kill()
-            driver.communicate()
+    with hung_rank({"RAY_DEBUG_POST_MORTEM": "1"}, tmp_path) as hung:
+        head, driver, script, rank = hung.head, hung.driver, hung.script, hung.rank
+        ip, pid = rank
+        code, out, err = open_debugger(capsys, head, rank)
+        assert code == 0, err
+        assert re.search(rf"post_mortem debugger at {ip}:\d+\n", out), out
+        assert f"waits at {script}:{WAIT_LINE} in waits_in_c" in out
+        [paused] = [w for w in paused_workers(head.dashboard_url) if w.pid == pid]
+        with DapSession.connect(paused.ip, paused.port, timeout=30) as dap:
+            stopped = dap.attach_for_post_mortem()["body"]
+            assert stopped["reason"] == "exception"
+            frames = dap.stack_trace(stopped["threadId"])
+            assert (frames[0]["name"], frames[0]["line"]) == ("waits_in_c", WAIT_LINE)
+            assert dap.evaluate("secret", frames[0]["id"]) == "42"
+            dap.continue_(stopped["threadId"])
+            dap.disconnect()
+        # The main thread never moved: the rank still waits, nothing was restarted.
+        assert driver.poll() is None
+        again = open_debugger(capsys, head, rank)
+        assert again[0] == 0 and "already open" not in again[1], again
+        # Another user of the node may not ask: the worker reads the caller's uid.
+        asked = f"import ray_debug_on_demand as hook; print(hook.request({pid})['error'])"
+        other = subprocess.run(
+            ["/usr/bin/python3", "-c", asked],
+            env={"PYTHONPATH": str(HOOKS), "RAY_DEBUG_POST_MORTEM": "1"},
+            user=NOBODY,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert other.stdout == f"uid {NOBODY} may not open this worker's debugger\n", other
 
 
 def test_legacy_opens_remote_pdb_listed_where_the_main_thread_waits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with ray_head(head_env({"RAY_DEBUG": "legacy"}), tmp_path / "ray.log") as head:
-        driver, script = start_driver(HUNG_DRIVER, tmp_path, head)
-        try:
-            rank = hung_rank(driver)
-            code, out, err = open_debugger(capsys, head, rank)
-            assert code == 0, err
-            assert "legacy debugger at localhost:" in out, out
-            [entry] = legacy_breakpoints(head.gcs_address)
-            assert (entry.filename, entry.lineno) == (str(script), WAIT_LINE)
-            session = PdbSession.connect("127.0.0.1", entry.port, timeout=30)
-            assert "waits_in_c()" in session.banner, session.banner
-            assert "waits_in_c()" in session.command("where")
-            assert session.command("p secret") == "42"
-            session.continue_()
-            # The remote pdb deregistered once attached; the rank still waits.
-            assert legacy_breakpoints(head.gcs_address) == []
-            assert driver.poll() is None
-        finally:
-            driver.kill()
-            driver.communicate()
+    with hung_rank({"RAY_DEBUG": "legacy"}, tmp_path) as hung:
+        head, driver, script, rank = hung.head, hung.driver, hung.script, hung.rank
+        code, out, err = open_debugger(capsys, head, rank)
+        assert code == 0, err
+        assert "legacy debugger at localhost:" in out, out
+        [entry] = legacy_breakpoints(head.gcs_address)
+        assert (entry.filename, entry.lineno) == (str(script), WAIT_LINE)
+        session = PdbSession.connect("127.0.0.1", entry.port, timeout=30)
+        assert "waits_in_c()" in session.banner, session.banner
+        assert "waits_in_c()" in session.command("where")
+        assert session.command("p secret") == "42"
+        session.continue_()
+        # The remote pdb deregistered once attached; the rank still waits.
+        assert legacy_breakpoints(head.gcs_address) == []
+        assert driver.poll() is None
 
 
 def test_off_refuses_and_names_the_modes_that_have_a_debugger(
