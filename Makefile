@@ -28,7 +28,7 @@ needs-rsync:
 needs-gcc:
 	tools/prerequisites.sh gcc
 
-# pyproject.toml too: the editable install maps the modules it lists (ray_port_range).
+# pyproject.toml too: requirements.txt installs the operator CLI from it (editable).
 $(VENV)/.installed: requirements.txt pyproject.toml | needs-venv
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q uv==0.13.9 && $(VENV)/bin/uv pip install -p $(VENV)/bin/python -r requirements.txt
 	touch $@

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ray.job_submission import JobSubmissionClient
-from ray_port_range import port_range
 
 from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, table_of
 from ray_debug_tools._net import RayDebugConnectionError
@@ -40,6 +39,10 @@ class NodeReport:
     debugger: str = "-"
     reachable: str = "no"
     problem: str = ""
+    # The node's RAY_DEBUGGER_PORT_RANGE as written, and as its hook reads it ([low, high])
+    # or why it cannot.
+    port_range: str | None = None
+    debugger_ports: list[int] | str = "-"
 
     def row(self) -> tuple[str, ...]:
         return (self.name, self.ip, self.ray, self.gpus, self.ifname, self.mode, self.debugger,
@@ -63,20 +66,36 @@ def apply_facts(report: NodeReport, facts: dict, stand_in: bool = False) -> None
     if stand_in and facts["gpus"]:
         report.gpus += " (stand-in)"
     report.ifname = f"{env['NCCL_SOCKET_IFNAME'] or '-'}/{env['GLOO_SOCKET_IFNAME'] or '-'}"
+    report.port_range = env["RAY_DEBUGGER_PORT_RANGE"]
+    report.debugger_ports = facts["debugger_ports"]
     if report.mode == "off":
         report.problem = (
             "debug mode is off: run cluster-up.yml -e debug_mode=post_mortem (or legacy)"
         )
 
 
-def attach(report: NodeReport, port: int, ports: range) -> None:
+def port_range_problem(report: NodeReport, port: int, expected: str) -> str:
+    """Why the debugger on `port` shows the node's Ray not keeping to `expected`, or ''."""
+    if isinstance(report.debugger_ports, str):
+        return f"no debugger port range on this node: {report.debugger_ports}"
+    if report.port_range != expected:
+        return (
+            f"the node's Ray runs with RAY_DEBUGGER_PORT_RANGE={report.port_range}, not "
+            f"ray_debugger_port_range {expected}: run cluster-up.yml again"
+        )
+    low, high = report.debugger_ports
+    if not low <= port <= high:
+        return (
+            f"debugger {report.ip}:{port} is outside ray_debugger_port_range {expected}: "
+            "the port-range hook is not active on this node"
+        )
+    return ""
+
+
+def attach(report: NodeReport, port: int, port_range: str) -> None:
     """Attach to the pause on report.ip:port from here, check it, and release it."""
     report.debugger = f"{report.ip}:{port}"
-    if port not in ports:
-        report.problem = (
-            f"debugger {report.debugger} is outside ray_debugger_port_range "
-            f"{ports.start}-{ports.stop - 1}: the port-range hook is not active on this node"
-        )
+    report.problem = port_range_problem(report, port, port_range)
     try:
         if report.mode == "legacy":
             with PdbSession.connect(report.ip, port, timeout=5) as session:
@@ -163,7 +182,7 @@ def probe(
     head: str,
     nodes: dict[str, str],
     runtime_env: dict,
-    debugger_ports: range,
+    port_range: str,
     ports: dict[str, int],
     timeout: float,
     stand_ins: frozenset[str] = frozenset(),
@@ -189,7 +208,7 @@ def probe(
                     if seen.ip not in waiting or reports[seen.ip].mode != mode:
                         continue
                     if seen.own:
-                        attach(reports[seen.ip], seen.port, debugger_ports)
+                        attach(reports[seen.ip], seen.port, port_range)
                         waiting.discard(seen.ip)
                     else:
                         foreign[seen.ip].add(seen.label)
@@ -217,7 +236,10 @@ def table(reports: list[NodeReport]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = cluster_parser(__doc__)
-    parser.add_argument("--debugger-port-range", required=True, help="LOW-HIGH, e.g. 52000-52099")
+    parser.add_argument(
+        "--debugger-port-range", required=True, metavar="LOW-HIGH",
+        help="ray_debugger_port_range as the inventory has it: every node's Ray must run with it",
+    )  # fmt: skip
     parser.add_argument("--gcs-port", type=int, default=6379)
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument(
@@ -225,11 +247,6 @@ def main(argv: list[str] | None = None) -> int:
         help="a node (name or address) whose GPUs are stand-ins (tests): its GPUs say so",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    try:
-        ports = port_range(args.debugger_port_range)
-    except ValueError as error:
-        # Not type=port_range: argparse would replace the grammar's words with "invalid value".
-        parser.error(f"argument --debugger-port-range: {error}")
     client, runtime_env = connect(args)
 
     reports = probe(
@@ -237,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         args.head,
         parse_nodes(args.nodes),
         runtime_env,
-        ports,
+        args.debugger_port_range,
         {"gcs": args.gcs_port, "dashboard": args.dashboard_port},
         args.timeout,
         frozenset(args.stand_in),

@@ -15,7 +15,13 @@ import sys
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-ENV_NAMES = ("RAY_DEBUG", "RAY_DEBUG_POST_MORTEM", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+ENV_NAMES = (
+    "RAY_DEBUG",
+    "RAY_DEBUG_POST_MORTEM",
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "RAY_DEBUGGER_PORT_RANGE",
+)
 
 
 class ProbeCrash(RuntimeError):
@@ -23,7 +29,30 @@ class ProbeCrash(RuntimeError):
 
 
 def node_facts() -> dict[str, object]:
-    return {"ray": ray.__version__, "env": {name: os.environ.get(name) for name in ENV_NAMES}}
+    return {
+        "ray": ray.__version__,
+        "env": {name: os.environ.get(name) for name in ENV_NAMES},
+        "debugger_ports": debugger_ports(os.environ.get("RAY_DEBUGGER_PORT_RANGE")),
+    }
+
+
+def debugger_ports(value: str | None) -> list[int] | str:
+    """[low, high] of the node's debugger port range, read as its hook reads it, or why not.
+
+    The grammar is the one the node's hook loads (roles/ray_debug_hooks installs both), so a
+    node without the hook says so here.
+    """
+    try:
+        from ray_port_range import port_range
+    except ImportError:
+        return "the debugger hooks are not installed in this node's venv"
+    if value is None:
+        return "the Ray service does not set RAY_DEBUGGER_PORT_RANGE"
+    try:
+        ports = port_range(value)
+    except ValueError as error:
+        return f"RAY_DEBUGGER_PORT_RANGE: {error}"
+    return [ports.start, ports.stop - 1]
 
 
 def mode_of(env: dict[str, str | None]) -> str:

@@ -7,21 +7,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import sys
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.verl_debug.cluster.plugins.module_utils import ray_port_range
 from packaging.specifiers import SpecifierSet
-
-# Ansible loads filter plugins by path, never from sys.path; the grammar ships to the nodes
-# with the debugger port-range hook, so ray_python owns the file.
-_GRAMMAR_DIR = str(Path(__file__).resolve().parents[2] / "roles" / "ray_python" / "files")
-if _GRAMMAR_DIR not in sys.path:
-    sys.path.insert(0, _GRAMMAR_DIR)
-import ray_port_range  # noqa: E402
 
 PortSpec = int | str
 
@@ -266,7 +258,8 @@ def debugger_proof_problems(
                 f"{where}: the dashboard could not read a worker's stack here (py-spy, run by the"
                 f" node's dashboard agent): {node['stack']}"
             )
-        if mode != "off" and not set(range(low, high + 1)) <= _port_list(node.get("reserved", "")):
+        reserved = ray_port_range.parse_port_list(node.get("reserved", ""))
+        if mode != "off" and not set(range(low, high + 1)) <= reserved:
             unreserved.append(host)
     return {"problems": problems, "unreserved": unreserved}
 
@@ -292,15 +285,6 @@ def _settings(env: Mapping[str, str | None]) -> str:
     return ", ".join(
         f"{name}={value}" if value is not None else f"{name} unset" for name, value in env.items()
     )
-
-
-def _port_list(value: str) -> set[int]:
-    ports: set[int] = set()
-    for item in str(value).split(","):
-        if item.strip():
-            low, high = port_span(item)
-            ports.update(range(low, high + 1))
-    return ports
 
 
 def auth_env(mode: str, token_path: str) -> dict[str, str]:

@@ -22,6 +22,12 @@ from typing import TypeVar
 import pytest
 
 RAY_CLI = str(Path(sys.executable).with_name("ray"))
+_PROJECT = Path(__file__).resolve().parents[2]
+# Where a process finds the debugger hooks and their grammar, which roles/ray_debug_hooks
+# installs side by side in a node venv's site-packages.
+NODE_HOOKS_PATH = os.pathsep.join(
+    str(_PROJECT / folder) for folder in ("roles/ray_debug_hooks/files", "plugins/module_utils")
+)
 STARTUP_TIMEOUT_S = 90.0
 PAUSE_TIMEOUT_S = 60.0
 

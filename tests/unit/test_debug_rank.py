@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 import ray_debug_on_demand
-from ray_heads import RayHead, ray_head, start_driver
+from ray_heads import NODE_HOOKS_PATH, RayHead, ray_head, start_driver
 
 from ray_debug_tools import debug_rank
 from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
 from ray_debug_tools.pdb_client import PdbSession
 
-HOOKS = Path(__file__).parents[2] / "roles" / "ray_python" / "files"
 NOBODY = 65534
 # The task's main thread waits on a lock nobody releases: C code, no Python frame runs.
 HUNG_DRIVER = """\
@@ -97,7 +96,9 @@ def open_debugger(
 def head_env(mode: dict[str, str]) -> dict[str, str]:
     return mode | {
         "RAY_DEBUG_ON_DEMAND": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [NODE_HOOKS_PATH, os.environ.get("PYTHONPATH")])
+        ),
     }
 
 
@@ -128,7 +129,7 @@ def test_post_mortem_opens_debugpy_on_the_blocked_main_thread(
         asked = f"import ray_debug_on_demand as hook; print(hook.request({pid})['error'])"
         other = subprocess.run(
             ["/usr/bin/python3", "-c", asked],
-            env={"PYTHONPATH": str(HOOKS), "RAY_DEBUG_POST_MORTEM": "1"},
+            env={"PYTHONPATH": NODE_HOOKS_PATH, "RAY_DEBUG_POST_MORTEM": "1"},
             user=NOBODY,
             capture_output=True,
             text=True,

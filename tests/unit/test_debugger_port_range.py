@@ -1,4 +1,4 @@
-"""Tests of roles/ray_python/files/ray_debugger_port_range.py, in this process and in Ray."""
+"""Tests of roles/ray_debug_hooks/files/ray_debugger_port_range.py, in this process and in Ray."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import ray_debugger_port_range as rdpr
 import yaml
-
-MODULE_DIR = Path(__file__).resolve().parents[2] / "roles" / "ray_python" / "files"
+from ray_heads import NODE_HOOKS_PATH
 
 RANGE = "52300-52309"
 PORTS = range(52300, 52310)
@@ -103,7 +102,7 @@ def test_claim_dies_with_its_process() -> None:
         f"r.claim_port('127.0.0.1', range({PORTS[0]}, {PORTS[0] + 1}))\n"
         "os._exit(0)\n"
     )
-    assert run_python(code, {"PYTHONPATH": str(MODULE_DIR)}).returncode == 0
+    assert run_python(code, {"PYTHONPATH": NODE_HOOKS_PATH}).returncode == 0
     port, claim = rdpr.claim_port("127.0.0.1", PORTS, skip=PORTS[1:])
     claim.close()
     assert port == PORTS[0]
@@ -257,16 +256,9 @@ def test_pth_line_patches_modules_imported_later(tmp_path: Path) -> None:
         "import ray.util.rpdb\n"
         f"assert ray.util.rpdb._RemotePdb.__init__.{rdpr._WRAPPED}\n"
     )
-    result = run_python(code, {"PYTHONPATH": str(MODULE_DIR), rdpr.ENV_VAR: RANGE})
+    result = run_python(code, {"PYTHONPATH": NODE_HOOKS_PATH, rdpr.ENV_VAR: RANGE})
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) in PORTS
-
-
-def test_port_lists_read_and_write_as_the_kernel_does() -> None:
-    assert rdpr.parse_port_list("8080,52000-52002\n") == {8080, 52000, 52001, 52002}
-    assert rdpr.parse_port_list("\n") == set()
-    assert rdpr.format_port_list({52002, 8080, 52000, 52001, 9000}) == "8080,9000,52000-52002"
-    assert rdpr.format_port_list(set()) == ""
 
 
 def test_reserve_and_release_keep_the_operators_own_ports(tmp_path: Path) -> None:
@@ -313,7 +305,7 @@ def test_a_crowd_opening_debuggers_at_once_gets_distinct_ports(debugger: str) ->
     crowd = [
         subprocess.Popen(
             [sys.executable, "-c", code],
-            env={**os.environ, "PYTHONPATH": str(MODULE_DIR), rdpr.ENV_VAR: "52330-52339"},
+            env={**os.environ, "PYTHONPATH": NODE_HOOKS_PATH, rdpr.ENV_VAR: "52330-52339"},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -353,7 +345,7 @@ def ray_workers() -> Iterator[types.ModuleType]:
             log_to_driver=False,
             runtime_env={
                 "env_vars": {
-                    "PYTHONPATH": str(MODULE_DIR),
+                    "PYTHONPATH": NODE_HOOKS_PATH,
                     rdpr.ENV_VAR: RANGE,
                     # breakpoint() in a worker uses remote pdb, what `ray debug` attaches to.
                     "RAY_DEBUG": "legacy",
@@ -412,7 +404,7 @@ def test_debugpy_listens_in_range(ray_workers: types.ModuleType) -> None:
 def test_breakpoint_does_nothing_in_mode_off(ray_workers: types.ModuleType) -> None:
     ray = ray_workers
     defaults = yaml.safe_load(
-        (MODULE_DIR.parents[1] / "ray_defaults/defaults/main.yml").read_text()
+        (Path(__file__).resolve().parents[2] / "roles/ray_defaults/defaults/main.yml").read_text()
     )
 
     @ray.remote(runtime_env={"env_vars": defaults["ray_debug_modes"]["off"]["env"]})

@@ -1,13 +1,15 @@
-"""The port-range grammar, and the three readers of ray_debugger_port_range that share it.
+"""The port-range grammar, and the readers of ray_debugger_port_range that share it.
 
-Validation (the ray_cluster filters), the probe and the node hook once parsed the range each
-their own way: "52000" passed validation and then crashed the probe. They now read it with
-roles/ray_python/files/ray_port_range.py, so the tests here hold every end to one answer.
+Validation (the filters), the probe and the node hook once parsed the range each their own
+way: "52000" passed validation and then crashed the probe. Validation and the hook now read
+it with plugins/module_utils/ray_port_range.py, and the probe takes each node's range as that
+node's hook read it, so the tests here hold every end to one answer.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +19,11 @@ import ray_cluster as filters
 import ray_debugger_port_range as hook
 import ray_port_range as grammar
 from ansible.errors import AnsibleFilterError
+from ray_heads import NODE_HOOKS_PATH
 
-from ray_debug_tools import probe
+from ray_debug_tools import probe, probe_job
+from ray_debug_tools.probe import NodeReport
 
-GRAMMAR_DIR = Path(__file__).resolve().parents[2] / "roles" / "ray_python" / "files"
 SINGLE_PORT = "'52000' is a single port; write it as a range, e.g. 52000-52000"
 MALFORMED = "port range {!r} is malformed: expected {}, e.g. '52000-52099'"
 A_PORT_OR_RANGE, A_RANGE = "a port or 'LOW-HIGH'", "'LOW-HIGH'"
@@ -103,10 +106,18 @@ def test_format_port_range_reads_back() -> None:
     assert grammar.port_range(grammar.format_port_range(range(52000, 52001))) == range(52000, 52001)
 
 
+def test_port_lists_read_and_write_as_the_kernel_does() -> None:
+    assert grammar.parse_port_list("8080,52000-52002\n") == {8080, 52000, 52001, 52002}
+    assert grammar.parse_port_list("\n") == set()
+    assert grammar.format_port_list({52002, 8080, 52000, 52001, 9000}) == "8080,9000,52000-52002"
+    assert grammar.format_port_list(set()) == ""
+
+
 def imported_by(module: str) -> list[str]:
     """Modules a fresh interpreter newly imports with `module`, as site does from a .pth."""
     code = (
-        f"import sys; sys.path.insert(0, {str(GRAMMAR_DIR)!r}); before = set(sys.modules)\n"
+        f"import sys; sys.path[:0] = {NODE_HOOKS_PATH.split(os.pathsep)!r}\n"
+        "before = set(sys.modules)\n"
         f"import {module}\n"
         "print(' '.join(sorted(set(sys.modules) - before)))\n"
     )
@@ -167,8 +178,10 @@ def test_hook_ignores_a_single_port_and_says_how_to_write_it(
     )
 
 
-def test_hook_finds_its_grammar_beside_it_at_start_up() -> None:
-    # As on a node: both files in one directory, the .pth line run before anything else.
+def test_hook_finds_its_grammar_beside_it_at_start_up(tmp_path: Path) -> None:
+    # As on a node: both files in one directory (site-packages), the .pth line run first.
+    for module in (hook, grammar):
+        shutil.copy(module.__file__, tmp_path)
     code = (
         "import ray_debugger_port_range; ray_debugger_port_range.install()\n"
         "import debugpy\n"
@@ -176,7 +189,7 @@ def test_hook_finds_its_grammar_beside_it_at_start_up() -> None:
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "PYTHONPATH": str(GRAMMAR_DIR), hook.ENV_VAR: BAD},
+        env={**os.environ, "PYTHONPATH": str(tmp_path), hook.ENV_VAR: BAD},
         capture_output=True,
         text=True,
         timeout=60,
@@ -208,21 +221,30 @@ def test_reserve_refuses_a_single_port_with_the_grammars_message(
 PROBE_ARGS = ["--head", "head", "--nodes", "n1=10.0.0.5", "--runtime-env", "env.yaml"]
 
 
-def test_probe_refuses_a_single_port_before_touching_the_cluster(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_the_probe_job_reads_each_nodes_range_with_the_grammar() -> None:
+    # The job runs in the node's venv, where the grammar is installed beside the hook.
+    assert probe_job.debugger_ports("52000-52099") == [52000, 52099]
+    assert probe_job.debugger_ports("52000") == f"RAY_DEBUGGER_PORT_RANGE: {SINGLE_PORT}"
+    assert probe_job.debugger_ports(None) == "the Ray service does not set RAY_DEBUGGER_PORT_RANGE"
+
+
+@pytest.mark.parametrize(
+    ("node_range", "read", "port", "problem"),
+    [
+        ("52000-52099", [52000, 52099], 52010, ""),
+        ("52000-52099", [52000, 52099], 40000,
+         "debugger 10.0.0.5:40000 is outside ray_debugger_port_range 52000-52099: "
+         "the port-range hook is not active on this node"),
+        ("53000-53099", [53000, 53099], 53010,
+         "the node's Ray runs with RAY_DEBUGGER_PORT_RANGE=53000-53099, not "
+         "ray_debugger_port_range 52000-52099: run cluster-up.yml again"),
+        (None, "the debugger hooks are not installed in this node's venv", 40000,
+         "no debugger port range on this node: "
+         "the debugger hooks are not installed in this node's venv"),
+    ],
+)  # fmt: skip
+def test_the_probe_holds_each_node_to_the_inventorys_range(
+    node_range: str | None, read: list[int] | str, port: int, problem: str
 ) -> None:
-    monkeypatch.setattr(probe, "connect", lambda _: pytest.fail("connected with a bad range"))
-    with pytest.raises(SystemExit) as raised:
-        probe.main([*PROBE_ARGS, "--debugger-port-range", "52000"])
-    assert raised.value.code == 2
-    assert capsys.readouterr().err.endswith(
-        f"error: argument --debugger-port-range: {SINGLE_PORT}\n"
-    )
-
-
-def test_probe_looks_for_debuggers_in_the_range_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    searched: list[range] = []
-    monkeypatch.setattr(probe, "connect", lambda _: (None, {}))
-    monkeypatch.setattr(probe, "probe", lambda *args: searched.append(args[4]) or [])
-    assert probe.main([*PROBE_ARGS, "--debugger-port-range", "52000-52099"]) == 0
-    assert searched == [range(52000, 52100)]
+    report = NodeReport("n1", "10.0.0.5", port_range=node_range, debugger_ports=read)
+    assert probe.port_range_problem(report, port, "52000-52099") == problem

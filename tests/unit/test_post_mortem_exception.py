@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import ray_post_mortem_exception as hook
-from ray_heads import finish, ray_head, start_driver, wait_for_pauses
+from ray_heads import NODE_HOOKS_PATH, finish, ray_head, start_driver, wait_for_pauses
 
 from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import paused_workers
 
-HOOKS = Path(__file__).parents[2] / "roles" / "ray_python" / "files"
 # The task loads the hook as the .pth line does in a node's workers, then crashes.
 CRASH_DRIVER = """\
 import sys
@@ -53,7 +52,9 @@ RAISE_LINE = (
 def test_a_crash_reaches_dap_with_its_exception_and_frame(tmp_path: Path) -> None:
     env = {
         "RAY_DEBUG_POST_MORTEM": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [NODE_HOOKS_PATH, os.environ.get("PYTHONPATH")])
+        ),
     }
     with ray_head(env, tmp_path / "ray.log") as head:
         driver, script = start_driver(CRASH_DRIVER, tmp_path, head)

@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 from ray.job_submission import JobStatus, JobSubmissionClient
-from ray_heads import FAILING_DRIVER, finish, ray_head, start_driver, wait_for_pauses
+from ray_heads import (
+    FAILING_DRIVER,
+    NODE_HOOKS_PATH,
+    finish,
+    ray_head,
+    start_driver,
+    wait_for_pauses,
+)
 
 from ray_debug_tools import probe, probe_job
 from ray_debug_tools.dap_client import DapSession
@@ -28,14 +35,18 @@ NODE_ID = "5566cbc8a60e77a66412f443c552d931152400f3f7ab47fb4695ea5e"
 OUR_WORKER, THEIR_WORKER = "aa" * 28, "bb" * 28
 OUR_PORT, THEIR_PORT = 52001, 52002
 PORTS = {"gcs": 6379, "dashboard": 8265}
+PORT_RANGE = "52000-52099"
 
 
 class FakeJobClient:
     """The probe job: reports its facts at once; its Ray job id appears once the driver runs."""
 
     def __init__(self, mode: str, job_ids: list[str | None]) -> None:
-        env = dict.fromkeys(probe_job.ENV_NAMES)
-        self.facts = {IP: {"alive": True, "gpus": 0, "mode": mode, "ray": "2.60.0", "env": env}}
+        env = {**dict.fromkeys(probe_job.ENV_NAMES), "RAY_DEBUGGER_PORT_RANGE": PORT_RANGE}
+        self.facts = {
+            IP: {"alive": True, "gpus": 0, "mode": mode, "ray": "2.60.0", "env": env,
+                 "debugger_ports": [52000, 52099]},
+        }  # fmt: skip
         self.job_ids = job_ids
         self.stopped: list[str] = []
 
@@ -92,7 +103,7 @@ def attached(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Where the probe attached, instead of attaching; no waiting between polls."""
     calls: list[tuple[str, int]] = []
 
-    def fake_attach(report: NodeReport, port: int, ports: range) -> None:
+    def fake_attach(report: NodeReport, port: int, port_range: str) -> None:
         calls.append((report.ip, port))
         report.reachable = "yes"
 
@@ -119,7 +130,7 @@ def pauses_of(
 
 
 def run_probe(client: FakeJobClient, timeout: float = 5) -> NodeReport:
-    [report] = probe.probe(client, "head", {"node1": IP}, {}, range(52000, 52100), PORTS, timeout)
+    [report] = probe.probe(client, "head", {"node1": IP}, {}, PORT_RANGE, PORTS, timeout)
     return report
 
 
@@ -171,11 +182,11 @@ def test_stand_in_gpus_say_so_in_the_probes_table(
     client = FakeJobClient("legacy", [OURS])
     client.facts[IP]["gpus"] = 2.0
     reports = probe.probe(
-        client, "head", {"node1": IP}, {}, range(52000, 52100), PORTS, 5, frozenset({stand_in})
+        client, "head", {"node1": IP}, {}, PORT_RANGE, PORTS, 5, frozenset({stand_in})
     )
     assert reports[0].gpus == "2 (stand-in)"
     assert "node1  10.0.0.5  2.60.0  2 (stand-in)" in probe.table(reports)
-    [plain] = probe.probe(client, "head", {"node1": IP}, {}, range(52000, 52100), PORTS, 5)
+    [plain] = probe.probe(client, "head", {"node1": IP}, {}, PORT_RANGE, PORTS, 5)
     assert plain.gpus == "2"
 
 
@@ -185,14 +196,17 @@ def test_probe_leaves_another_jobs_post_mortem_pause_paused(
     """A real head: the state API ties the probe's paused worker to the probe's Ray job."""
     # The job's entrypoint runs `python` from the head's PATH, as the cluster's venv is there.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    with ray_head({"RAY_DEBUG_POST_MORTEM": "1"}, tmp_path / "ray-start.log", num_cpus=4) as head:
+    # Any port counts: the hook that would keep the debugger in a range is not loaded here.
+    env = {"RAY_DEBUG_POST_MORTEM": "1", "RAY_DEBUGGER_PORT_RANGE": "1-65535",
+           "PYTHONPATH": NODE_HOOKS_PATH}  # fmt: skip
+    with ray_head(env, tmp_path / "ray-start.log", num_cpus=4) as head:
         driver, _ = start_driver(FAILING_DRIVER, tmp_path, head)
         [theirs] = wait_for_pauses(lambda: paused_workers(head.dashboard_url), driver)
         client = JobSubmissionClient(head.dashboard_url)
         host, _, dashboard_port = head.dashboard_url.removeprefix("http://").rpartition(":")
         gcs_port = int(head.gcs_address.rpartition(":")[2])
         ports = {"gcs": gcs_port, "dashboard": int(dashboard_port)}
-        [report] = probe.probe(client, host, {"node": theirs.ip}, {}, range(65536), ports, 60)
+        [report] = probe.probe(client, host, {"node": theirs.ip}, {}, "1-65535", ports, 60)
         assert (report.mode, report.reachable, report.problem) == ("post_mortem", "yes", "")
         assert report.debugger != f"{theirs.ip}:{theirs.port}"
         assert theirs in paused_workers(head.dashboard_url)

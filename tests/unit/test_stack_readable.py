@@ -1,4 +1,4 @@
-"""Tests of roles/ray_python/files/ray_stack_readable.py: what each Python under the Ray
+"""Tests of roles/ray_debug_hooks/files/ray_stack_readable.py: what each Python under the Ray
 service declares so that the dashboard agent's py-spy may read it under Yama."""
 
 from __future__ import annotations

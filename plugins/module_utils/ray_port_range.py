@@ -1,8 +1,9 @@
 """The one grammar of Ray's ports and port ranges, for the controller and the nodes alike.
 
-Validation (the ray_cluster filters), the debug-readiness probe and the nodes' debugger
-port-range hook all read ray_debugger_port_range with it, so that what validation passes the
-hook and the probe accept. The hook imports it at start-up of every interpreter on a node:
+Validation (the filters) and the nodes' debugger hook (roles/ray_debug_hooks, which installs
+this file beside it) read ray_debugger_port_range with it, so that what validation passes the
+hook accepts; the kernel's list of reserved ports, which the hook writes and the proof
+reads, is spelled here too. The hook imports it at start-up of every interpreter on a node:
 it imports nothing and stays small.
 """
 
@@ -58,3 +59,27 @@ def _port(text: str) -> int | None:
     if not (digits.isascii() and digits.isdigit()):
         return None
     return int(digits)
+
+
+def parse_port_list(value: str) -> set[int]:
+    """Ports of a kernel port list such as "8080,52000-52099" (empty: none).
+
+    ValueError, as port_span's, for an item that is neither a port nor a range.
+    """
+    ports: set[int] = set()
+    for item in value.replace("\n", ",").split(","):
+        if item.strip():
+            low, high = port_span(item)
+            ports.update(range(low, high + 1))
+    return ports
+
+
+def format_port_list(ports: set[int]) -> str:
+    """The kernel's own spelling: sorted, runs joined as LOW-HIGH, items by commas."""
+    runs: list[list[int]] = []
+    for port in sorted(ports):
+        if runs and port == runs[-1][1] + 1:
+            runs[-1][1] = port
+        else:
+            runs.append([port, port])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)

@@ -23,7 +23,7 @@ import errno
 import os
 import sys
 
-from ray_port_range import format_port_range, port_range
+from ray_port_range import format_port_list, format_port_range, parse_port_list, port_range
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~10 ms in every interpreter.
 TYPE_CHECKING = False
@@ -342,27 +342,6 @@ class _PatchingLoader:
 
 
 # ---- the kernel's reserved ports -----------------------------------------------------------
-
-
-def parse_port_list(value: str) -> set[int]:
-    """Ports of a kernel port list such as "8080,52000-52099" (empty: none)."""
-    ports: set[int] = set()
-    for item in value.replace("\n", ",").split(","):
-        if item.strip():
-            low, _, high = item.strip().partition("-")
-            ports.update(range(int(low), int(high or low) + 1))
-    return ports
-
-
-def format_port_list(ports: set[int]) -> str:
-    """The kernel's own spelling: sorted, runs joined as LOW-HIGH, items by commas."""
-    runs: list[list[int]] = []
-    for port in sorted(ports):
-        if runs and port == runs[-1][1] + 1:
-            runs[-1][1] = port
-        else:
-            runs.append([port, port])
-    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
 
 
 def reserve(action: str, ports: range, path: str) -> str:
