@@ -22,7 +22,7 @@ TEMPLATES = [
     "ray_service/templates/ray.env.j2",
     "ray_service/templates/profile.sh.j2",
     "ray_firewall/templates/firewall.nft.j2",
-    "ray_python/templates/ray-wheelhouse.service.j2",
+    "wheelhouse/templates/ray-wheelhouse.service.j2",
     "runbook/templates/RUNBOOK.md.j2",
 ]
 MODES = ["post_mortem", "legacy", "off"]

@@ -59,6 +59,9 @@ def test_purge_removes_ours_and_keeps_the_hosts(downed, host_of, node) -> None:
     host = host_of(node)
     assert not host.service("ray").is_running
     assert not host.file("/etc/systemd/system/ray.service").exists
+    # The head's wheelhouse server (roles/wheelhouse): its unit and its cache.
+    assert not host.file("/etc/systemd/system/ray-wheelhouse.service").exists
+    assert not host.file("/var/cache/ray-cluster").exists
     assert not host.file("/opt/ray-cluster").exists
     assert not host.file("/usr/local/bin/ray").exists
     assert not host.file("/etc/ray-cluster").exists
