@@ -198,7 +198,7 @@ CASES = {
     "task limit not a number": (
         inventory(["h"], ["w"], ray_service_tasks_max="lots"),
         [],
-        ["ray_service_tasks_max 'lots' is not valid; use infinity, a number of tasks"],
+        ["ray_service_tasks_max 'lots' (h, w) is not valid; use infinity, a number of tasks"],
     ),
     "join poll interval of zero": (
         inventory(["h"], ["w"]),
