@@ -48,6 +48,15 @@ def test_variables_carry_a_prefix(role: Path) -> None:
     assert unprefixed == []
 
 
+def test_shared_variables_wear_no_roles_prefix() -> None:
+    """ray_defaults holds what several roles read: a name there with one role's prefix would
+    send its reader to the wrong role for it."""
+    role_prefixes = tuple(f"{role.name}_" for role in ROLES if role.name != "ray_defaults")
+    [ray_defaults] = [role for role in ROLES if role.name == "ray_defaults"]
+    misnamed = [name for name in defaults(ray_defaults) if name.startswith(role_prefixes)]
+    assert misnamed == []
+
+
 def test_validation_reads_every_node_roles_spec() -> None:
     """Validation types each host's values from these specs: a role left out goes unchecked."""
     validate_vars = load(Path(__file__).parents[2] / "roles" / "validate" / "vars" / "main.yml")

@@ -161,9 +161,9 @@ CASES = {
         ["cluster_name: '../../escape' is not a plain name"],
     ),
     "unit name with a slash": (
-        inventory(["h"], ["w"], ray_service_name="ray/../../x"),
+        inventory(["h"], ["w"], ray_unit="ray/../../x"),
         [],
-        ["ray_service_name: 'ray/../../x' is not a plain name"],
+        ["ray_unit: 'ray/../../x' is not a plain name"],
     ),
     "config directory purge would remove": (
         inventory(["h"], ["w"], ray_config_dir="/etc"),
@@ -191,9 +191,14 @@ CASES = {
         ],
     ),
     "a flag that is not a boolean": (
-        with_host_vars(inventory(["h"], ["w"]), "ray_workers", "w", ray_firewall_enabled="maybe"),
+        with_host_vars(inventory(["h"], ["w"]), "ray_workers", "w", ray_nft_enabled="maybe"),
         [],
-        ["argument 'ray_firewall_enabled' is of type str found in 'w'", "not a valid boolean"],
+        ["argument 'ray_nft_enabled' is of type str found in 'w'", "not a valid boolean"],
+    ),
+    "a variable under its old name": (
+        inventory(["h"], ["w"], ray_firewall_enabled=False),
+        [],
+        ["ray_firewall_enabled is now ray_nft_enabled (set for h, w). Rename it where you set it"],
     ),
     "task limit not a number": (
         inventory(["h"], ["w"], ray_service_tasks_max="lots"),
@@ -238,11 +243,11 @@ def local_nodes(**worker_vars: object) -> dict:
     local = {
         "ray_install_dir": "/nonexistent/ray-cluster-test/opt",
         "ray_config_dir": "/nonexistent/ray-cluster-test/etc",
-        "ray_firewall_enabled": False,
+        "ray_nft_enabled": False,
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "ansible_become": False,
-        "ray_python_interpreter": sys.executable,
+        "ray_base_python": sys.executable,
         "ray_node_ip": "127.0.0.1",
         "ray_socket_ifname": "lo",
     }
@@ -280,8 +285,8 @@ def test_a_python_verl_does_not_support_is_refused_naming_the_nodes(tmp_path: Pa
     >=3.10,<3.13, so the facts play refuses, naming each node; without verl it goes on."""
     python_3_13 = str(python_reporting(tmp_path, "3.13"))
     nodes = with_host_vars(
-        local_nodes(ray_python_interpreter=python_3_13),
-        "ray_head", "n1", ray_python_interpreter=python_3_13,
+        local_nodes(ray_base_python=python_3_13),
+        "ray_head", "n1", ray_base_python=python_3_13,
     )  # fmt: skip
     run = cluster_up(tmp_path, nodes, "--check")
     output = " ".join((run.stdout + run.stderr).split())
@@ -301,7 +306,7 @@ def test_a_python_verl_does_not_support_is_refused_naming_the_nodes(tmp_path: Pa
 def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
     """The worker's Python reports 3.12: the read-only facts play refuses."""
     fake_python = python_reporting(tmp_path)
-    run = cluster_up(tmp_path, local_nodes(ray_python_interpreter=str(fake_python)), "--check")
+    run = cluster_up(tmp_path, local_nodes(ray_base_python=str(fake_python)), "--check")
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
     assert INSTALL_PLAY not in output
@@ -333,7 +338,7 @@ def test_unknown_ray_version_is_refused_before_any_install(tmp_path: Path) -> No
     assert run.returncode != 0
     assert "TASK [verl_debug.cluster.ray_python" not in output
     assert "no version of ray[default]==2.99.0" in output, output[-3000:]
-    assert "Check ray_version, verl_version and ray_python_constraints" in output
+    assert "Check ray_version, verl_version and ray_pip_constraints" in output
 
 
 def stand_in_nvidia_smi(path: Path, model: str, driver: str) -> str:
@@ -366,7 +371,7 @@ def test_mixed_gpu_workers_are_refused_when_uniform_gpus_are_required(tmp_path: 
 
 def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -> None:
     fake_python = python_reporting(tmp_path)
-    nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=2)
+    nodes = local_nodes(ray_base_python=str(fake_python), ray_num_gpus=2)
     run = cluster_up(
         tmp_path, nodes, "-e", "ray_debugger_port_range=52000-52019", "--check", *FACTS_ONLY
     )
@@ -379,7 +384,7 @@ def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -
 
 def test_gpu_node_too_small_for_verl_is_warned_about_or_refused(tmp_path: Path) -> None:
     fake_python = python_reporting(tmp_path)
-    nodes = local_nodes(ray_python_interpreter=str(fake_python), ray_num_gpus=8)
+    nodes = local_nodes(ray_base_python=str(fake_python), ray_num_gpus=8)
     shortfall = "n2 has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24 CPUs"
     warned = cluster_up(tmp_path, nodes, "--check", *FACTS_ONLY)
     assert f"WARNING: {shortfall}" in " ".join((warned.stdout + warned.stderr).split())

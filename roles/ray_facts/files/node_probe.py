@@ -1,6 +1,6 @@
 """What the facts play needs from a node that Ansible's facts lack; prints one JSON object.
 
-Run with the Python the cluster's venv will be built from (ray_python_interpreter): its
+Run with the Python the cluster's venv will be built from (ray_base_python): its
 version and glibc decide which wheels the node can load. One run answers for the Python, the
 CPUs, the RDMA devices, the GPUs, the groups, and the firewall's package and unit: each module
 run costs a node a Python start. Read-only.
