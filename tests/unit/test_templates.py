@@ -75,7 +75,7 @@ def rendered_without_auth(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def rendered_from_collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render(tmp_path_factory.mktemp("collection"), runbook_from_collection=True)
+    return render(tmp_path_factory.mktemp("collection"), ray_from_collection=True)
 
 
 def read(rendered: Path, mode: str, name: str) -> str:
@@ -175,13 +175,20 @@ def test_runbook_from_the_collection_prints_only_what_runs_there(
     rendered: Path, rendered_from_collection: Path
 ) -> None:
     """The collection carries cluster-up.yml and cluster-down.yml but not the controller tools
-    of the probe and the collective check: those are named, not printed as commands to run."""
+    of the probe and the collective check: those are named, not printed as commands to run.
+    Its artifacts are beside the inventory, not in the directory it runs from."""
     from_checkout = commands(read(rendered, "legacy", "RUNBOOK.md"))
     runbook = read(rendered_from_collection, "legacy", "RUNBOOK.md")
     from_collection = commands(runbook)
     assert any("playbooks/debug_probe.yml" in command for command in from_checkout)
     assert [command for command in from_collection if "playbooks/" in command] == []
-    assert [command for command in from_checkout if "playbooks/" not in command] == from_collection
+    beside_inventory = f"{PROJECT}/tests/unit/inventory/artifacts/"
+    assert any(beside_inventory in command for command in from_collection)
+    assert [
+        command.replace(f"{PROJECT}/tests/unit/artifacts/", beside_inventory)
+        for command in from_checkout
+        if "playbooks/" not in command
+    ] == from_collection
     assert "from the installed collection that made this cluster" in runbook
     assert "run them from a\nray-cluster checkout" in runbook
 
