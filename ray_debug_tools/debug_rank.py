@@ -19,7 +19,7 @@ import urllib.error
 from ray.job_submission import JobSubmissionClient
 
 from ray_debug_tools._jobs import run_report_job
-from ray_debug_tools.finder import DASHBOARD_PORT
+from ray_debug_tools.endpoints import DASHBOARD_PORT
 
 EXIT_OK, EXIT_ERROR = 0, 1
 

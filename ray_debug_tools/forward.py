@@ -24,7 +24,7 @@ from ray._private.authentication.http_token_authentication import (
     get_auth_headers_if_auth_enabled,
 )
 
-from ray_debug_tools.finder import DASHBOARD_PORT, resolve_endpoints
+from ray_debug_tools.endpoints import DASHBOARD_PORT, resolve_endpoints
 
 LOOPBACK = "127.0.0.1"
 # Hop-by-hop headers (RFC 9110, 7.6.1) end at this forwarder; the client's own credentials

@@ -1,15 +1,25 @@
-"""Find Ray tasks paused in a debugger, from a machine that is not a Ray node."""
+"""Read Ray's paused tasks, from a machine that is not a Ray node, as typed records.
+
+The layer between Ray and the commands: legacy pdb pauses come from the GCS registry that
+`ray debug` reads, debugpy pauses (post-mortem crashes and breakpoint() with RAY_DEBUG=1)
+from the dashboard's state API; `find_pauses` reads both into one numbered list of `Pause`.
+Formatting them is pause_views.py's; the commands (finder.py, probe.py) only choose.
+"""
 
 import json
+import re
 import time
 import urllib.parse
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 from ray._raylet import GcsClient
+from ray.exceptions import RayError
 
 from ray_debug_tools._dashboard import dashboard_get
-from ray_debug_tools._net import open_tcp
+from ray_debug_tools._net import RayDebugConnectionError, open_tcp
+from ray_debug_tools.endpoints import Endpoints
 
 # Namespace and key prefix written by ray/util/rpdb.py (ray_constants.KV_NAMESPACE_PDB).
 PDB_NAMESPACE = b"ray_pdb"
@@ -157,3 +167,191 @@ def state_api_rows(
     if not payload.get("result"):
         raise RuntimeError(f"state API {url} failed: {payload.get('msg')}")
     return payload["data"]["result"]["result"]
+
+
+# ---- every pause as one record -------------------------------------------------------------
+
+LEGACY = "legacy"
+POST_MORTEM = "post_mortem"
+Mode = Literal["legacy", "post_mortem", "auto"]
+TRACEBACK_FRAME = re.compile(r'^\s*File "(.+)", line (\d+)', re.MULTILINE)
+# Where a node unpacks a job's working_dir: SESSION_DIR/runtime_resources/working_dir_files/
+# NAME, NAME being the package's file name without .zip (ray/_private/runtime_env/packaging.py).
+WORKING_DIR_FILES = "runtime_resources/working_dir_files"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """One paused task, as Ray's records tell it; `number` is what --vscode/--attach take."""
+
+    number: int
+    mode: str
+    node_ip: str
+    name: str
+    host: str
+    port: int
+    file: str | None
+    line: int | None
+    waited_s: float | None
+    # "pause" for legacy; "task_start" for debugpy, whose pause time Ray does not record.
+    waited_from: str | None
+    # "ValueError: boom" for a post-mortem pause; None for breakpoint() and legacy pauses.
+    exception: str | None = None
+    # The job's working_dir as the worker's frames name it, where the task row tells it.
+    remote_root: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else "-"
+
+
+@dataclass(frozen=True)
+class Raised:
+    """Where a task raised and what, as far as its task row tells."""
+
+    file: str | None
+    line: int | None
+    exception: str | None
+
+
+def legacy_pauses(breakpoints: Iterable[LegacyBreakpoint], node_ips: dict[str, str]) -> list[Pause]:
+    """Rows for remote pdb pauses; `node_ips` maps node id to IP (the registry lacks it)."""
+    return [
+        Pause(
+            number=0,
+            mode=LEGACY,
+            # Without --ray-debugger-external the registered address is "localhost".
+            node_ip=node_ips.get(bp.node_id, bp.ip),
+            name=bp.proctitle.removeprefix("ray::") or f"task {bp.task_id}",
+            host=bp.ip,
+            port=bp.port,
+            file=bp.filename,
+            line=bp.lineno,
+            waited_s=bp.waited_s,
+            waited_from="pause",
+        )
+        for bp in breakpoints
+    ]
+
+
+def running_task(task_rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The task a worker runs now, from the rows of every task that ever ran in it."""
+    running = [row for row in task_rows if row.get("state") == "RUNNING"]
+    return max(running, key=lambda row: row.get("start_time_ms") or 0, default=None)
+
+
+def task_raised(task: dict[str, Any] | None) -> Raised:
+    """What a post-mortem pause's task raised, from its state API row.
+
+    Ray's profiler ends the task's `task:execute` span with the traceback before the
+    post-mortem hook pauses, so the last frame is where the debugger waits. A breakpoint()
+    pause has no such event (its span is still open), nor has a pause whose event has not
+    reached the GCS yet.
+    """
+    events = ((task or {}).get("profiling_data") or {}).get("events") or []
+    for event in events:
+        data = event.get("extra_data") or {}
+        if event.get("event_name") == "task:execute" and "traceback" in data:
+            frames = TRACEBACK_FRAME.findall(data["traceback"])
+            file, line = frames[-1] if frames else (None, None)
+            # "type" is str() of the class: "<class 'torch.OutOfMemoryError'>".
+            kind = re.sub(r"^<class '(.+)'>$", r"\1", data.get("type", ""))
+            value = data.get("value")
+            return Raised(file, int(line) if line else None, f"{kind}: {value}" if value else kind)
+    return Raised(None, None, None)
+
+
+def job_root(task: dict[str, Any] | None, raised_file: str | None) -> str | None:
+    """The directory on the worker's node that holds the job's working_dir, as its frames name
+    it: read from the raising frame's path, or from the task's runtime env and its log path."""
+    if raised_file and (found := re.match(rf"(.*/{WORKING_DIR_FILES}/[^/]+)/", raised_file)):
+        return found[1]
+    runtime_env = ((task or {}).get("runtime_env_info") or {}).get("serialized_runtime_env")
+    try:
+        uri = json.loads(runtime_env or "{}").get("working_dir") or ""
+    except json.JSONDecodeError:
+        return None
+    log = ((task or {}).get("task_log_info") or {}).get("stdout_file") or ""
+    session_dir = log.rpartition("/logs/")[0]
+    if not (uri.startswith("gcs://") and session_dir):
+        return None
+    package = uri.rpartition("/")[2].removesuffix(".zip")
+    return f"{session_dir}/{WORKING_DIR_FILES}/{package}"
+
+
+def post_mortem_pauses(
+    workers: Iterable[PausedWorker], tasks_by_worker: dict[str, list[dict[str, Any]]], now: float
+) -> list[Pause]:
+    """Rows for debugpy pauses, named after the task each worker runs (state API rows)."""
+    pauses = []
+    for worker in workers:
+        task = running_task(tasks_by_worker.get(worker.worker_id, []))
+        # Task events reach the GCS in batches, so a fresh pause may have no task row yet.
+        name = (task.get("name") or task.get("func_or_class_name")) if task else None
+        start_ms = task.get("start_time_ms") if task else None
+        raised = task_raised(task)
+        pauses.append(
+            Pause(
+                number=0,
+                mode=POST_MORTEM,
+                node_ip=worker.ip,
+                name=name or f"worker pid {worker.pid}",
+                host=worker.ip,
+                port=worker.port,
+                # The state API has no pause location: only a crash's traceback tells it.
+                file=raised.file,
+                line=raised.line,
+                waited_s=now - start_ms / 1000 if start_ms else None,
+                waited_from="task_start" if start_ms else None,
+                exception=raised.exception,
+                remote_root=job_root(task, raised.file),
+            )
+        )
+    return pauses
+
+
+def numbered(pauses: Iterable[Pause]) -> list[Pause]:
+    """Oldest first, so a pause keeps its number while newer ones appear below it."""
+    ordered = sorted(pauses, key=lambda p: (p.waited_s is None, -(p.waited_s or 0.0)))
+    return [_renumber(pause, index) for index, pause in enumerate(ordered, start=1)]
+
+
+def _renumber(pause: Pause, number: int) -> Pause:
+    return Pause(**(asdict(pause) | {"number": number}))
+
+
+def find_pauses(endpoints: Endpoints, mode: Mode, timeout: float) -> list[Pause]:
+    """Every pause in the places `mode` says to look, numbered for --vscode/--attach."""
+    found: list[Pause] = []
+    if mode in (LEGACY, "auto") and endpoints.gcs:
+        found += legacy_pauses(*_legacy_data(endpoints.gcs, timeout))
+    if mode in (POST_MORTEM, "auto") and endpoints.dashboard:
+        found += _post_mortem_data(endpoints.dashboard, timeout)
+    return numbered(found)
+
+
+def _legacy_data(gcs_address: str, timeout: float) -> tuple[list[LegacyBreakpoint], dict[str, str]]:
+    try:
+        breakpoints = legacy_breakpoints(gcs_address, timeout)
+        if not breakpoints:
+            return [], {}
+        nodes = GcsClient(address=gcs_address).get_all_node_info(timeout=timeout)
+    except RayError as exc:
+        raise RayDebugConnectionError(f"GCS at {gcs_address} failed: {exc}") from exc
+    except RayDebugConnectionError as exc:
+        raise RayDebugConnectionError(f"GCS at {gcs_address}: {exc}") from exc
+    return breakpoints, {
+        node_id.hex(): info.node_manager_address for node_id, info in nodes.items()
+    }
+
+
+def _post_mortem_data(dashboard_url: str, timeout: float) -> list[Pause]:
+    workers = paused_workers(dashboard_url, timeout)
+    # One filtered query per paused worker: few workers pause, while a cluster-wide task
+    # listing can hit the state API's 10000-row cap and miss the running task.
+    tasks = {w.worker_id: worker_tasks(dashboard_url, w.worker_id, timeout) for w in workers}
+    return post_mortem_pauses(workers, tasks, time.time())

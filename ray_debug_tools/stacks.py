@@ -34,7 +34,7 @@ from ray._private.authentication.http_token_authentication import (
 
 from ray_debug_tools._dashboard import dashboard_get
 from ray_debug_tools._net import RayDebugConnectionError
-from ray_debug_tools.finder import DASHBOARD_PORT
+from ray_debug_tools.endpoints import DASHBOARD_PORT
 from ray_debug_tools.pauses import state_api_rows
 
 THREAD = re.compile(r'^Thread (\S+) \((\w+)\): "(.*)"$')

@@ -24,10 +24,11 @@ from ray_heads import (
     wait_for_pauses,
 )
 
-from ray_debug_tools import finder
+from ray_debug_tools import endpoints, finder, pause_views, pauses
 from ray_debug_tools.dap_client import DapSession
-from ray_debug_tools.finder import Endpoints, Pause
+from ray_debug_tools.endpoints import Endpoints
 from ray_debug_tools.pauses import (
+    Pause,
     legacy_breakpoints,
     legacy_record,
     paused_workers,
@@ -61,10 +62,10 @@ def captured() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def captured_pauses(captured: dict[str, Any]) -> list[Pause]:
-    legacy = finder.legacy_pauses(captured["breakpoints"], captured["nodes"])
+    legacy = pauses.legacy_pauses(captured["breakpoints"], captured["nodes"])
     workers = paused_workers_from_rows(captured["worker_rows"])
-    debugpy = finder.post_mortem_pauses(workers, captured["tasks"], captured["now"])
-    return finder.numbered(legacy + debugpy)
+    debugpy = pauses.post_mortem_pauses(workers, captured["tasks"], captured["now"])
+    return pauses.numbered(legacy + debugpy)
 
 
 # ---- parsing real answers ------------------------------------------------------------------
@@ -72,7 +73,7 @@ def captured_pauses(captured: dict[str, Any]) -> list[Pause]:
 
 def test_legacy_row_from_registry_entry(captured: dict[str, Any]) -> None:
     [entry] = fixture("legacy_registry.json")
-    [row] = finder.legacy_pauses(captured["breakpoints"], captured["nodes"])
+    [row] = pauses.legacy_pauses(captured["breakpoints"], captured["nodes"])
     host, _, port = entry["pdb_address"].rpartition(":")
     assert (row.mode, row.name) == ("legacy", "legacy_paused_task")
     assert (row.host, row.port) == (host, int(port))
@@ -91,7 +92,7 @@ def test_only_workers_with_paused_threads_count(captured: dict[str, Any]) -> Non
 
 def test_post_mortem_rows_named_after_the_running_task(captured: dict[str, Any]) -> None:
     workers = paused_workers_from_rows(captured["worker_rows"])
-    rows = finder.post_mortem_pauses(workers, captured["tasks"], captured["now"])
+    rows = pauses.post_mortem_pauses(workers, captured["tasks"], captured["now"])
     by_name = {row.name: row for row in rows}
     assert set(by_name) == {"post_mortem_task", "Trainer.step"}
     for worker in workers:
@@ -104,7 +105,7 @@ def test_post_mortem_rows_named_after_the_running_task(captured: dict[str, Any])
 
 def test_post_mortem_rows_say_where_and_what_the_task_raised(captured: dict[str, Any]) -> None:
     workers = paused_workers_from_rows(captured["worker_rows"])
-    rows = finder.post_mortem_pauses(workers, captured["tasks"], captured["now"])
+    rows = pauses.post_mortem_pauses(workers, captured["tasks"], captured["now"])
     driver = captured["meta"]["driver_path"]
     # The capture's driver raises these on its lines 19 and 26, below Ray's own frames.
     assert {(row.name, row.location, row.exception) for row in rows} == {
@@ -118,22 +119,22 @@ def test_breakpoint_pause_has_no_exception(captured: dict[str, Any]) -> None:
     # At a breakpoint() the task's execute span is still open, so only earlier spans exist.
     events = [e for e in task["profiling_data"]["events"] if e["event_name"] != "task:execute"]
     paused = task | {"profiling_data": {"events": events}}
-    assert finder.task_raised(paused) == finder.Raised(None, None, None)
-    assert finder.task_raised(None) == finder.Raised(None, None, None)
+    assert pauses.task_raised(paused) == pauses.Raised(None, None, None)
+    assert pauses.task_raised(None) == pauses.Raised(None, None, None)
 
 
 def test_running_task_ignores_finished_attempts(captured: dict[str, Any]) -> None:
     [task] = captured["tasks"][captured["meta"]["paused_worker_ids"][0]]
     older = task | {"state": "FINISHED", "name": "earlier_task"}
-    assert finder.running_task([older, task]) is task
-    assert finder.running_task([older]) is None
+    assert pauses.running_task([older, task]) is task
+    assert pauses.running_task([older]) is None
 
 
 def test_pause_without_task_row_yet_is_named_by_pid(captured: dict[str, Any]) -> None:
     [worker, *_] = paused_workers_from_rows(captured["worker_rows"])
-    [row] = finder.post_mortem_pauses([worker], {}, captured["now"])
+    [row] = pauses.post_mortem_pauses([worker], {}, captured["now"])
     assert row.name == f"worker pid {worker.pid}"
-    assert (row.waited_s, finder.format_duration(row.waited_s)) == (None, "-")
+    assert (row.waited_s, pause_views.format_duration(row.waited_s)) == (None, "-")
 
 
 # ---- formatting ----------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def test_numbered_oldest_first(captured_pauses: list[Pause]) -> None:
 
 
 def test_table_lists_every_pause_and_how_to_attach(captured_pauses: list[Pause]) -> None:
-    table = finder.format_table(captured_pauses, "ray-breakpoints --head h").splitlines()
+    table = pause_views.format_table(captured_pauses, "ray-breakpoints --head h").splitlines()
     header = ["#", "mode", "node ip", "task/actor", "file:line", "debugger", "waited"]
     assert re.split(r"\s{2,}", table[0]) == header
     for pause in captured_pauses:
@@ -165,7 +166,7 @@ def test_table_lists_every_pause_and_how_to_attach(captured_pauses: list[Pause])
 
 
 def test_json_holds_the_table_rows(captured_pauses: list[Pause]) -> None:
-    rows = json.loads(finder.pauses_json(captured_pauses))
+    rows = json.loads(pause_views.pauses_json(captured_pauses))
     assert [(r["number"], r["mode"], r["address"]) for r in rows] == [
         (p.number, p.mode, p.address) for p in captured_pauses
     ]
@@ -173,7 +174,7 @@ def test_json_holds_the_table_rows(captured_pauses: list[Pause]) -> None:
 
 def test_launch_config_attaches_to_the_debugpy_port(captured_pauses: list[Pause]) -> None:
     pause = next(p for p in captured_pauses if p.mode == "post_mortem")
-    config = json.loads(json.dumps(finder.launch_config([pause])))
+    config = json.loads(json.dumps(pause_views.launch_config([pause])))
     assert config["version"] == "0.2.0"
     assert config["configurations"] == [
         {
@@ -209,12 +210,12 @@ SESSION = "/var/tmp/ray/session_2026-12-04_10-00-00_1_2"
 def test_job_root_is_where_the_node_unpacked_the_working_dir(
     task: dict[str, Any] | None, raised_file: str | None, root: str | None
 ) -> None:
-    assert finder.job_root(task, raised_file) == root
+    assert pauses.job_root(task, raised_file) == root
 
 
 def test_launch_config_maps_a_known_working_dir_to_the_local_root() -> None:
     pause = rank(1, "10.0.0.11", 52000, remote_root=f"{SESSION}/x/_ray_pkg_ab12")
-    [config] = finder.launch_config([pause])["configurations"]
+    [config] = pause_views.launch_config([pause])["configurations"]
     assert config["pathMappings"] == [
         {"localRoot": "${workspaceFolder}", "remoteRoot": f"{SESSION}/x/_ray_pkg_ab12"}
     ]
@@ -253,9 +254,9 @@ def group_rows(text: str) -> list[list[str]]:
 
 
 def test_a_crowd_at_one_line_is_one_table_line(crowd: list[Pause]) -> None:
-    text = finder.format_groups(crowd, "ray-breakpoints --head h")
+    text = pause_views.format_groups(crowd, "ray-breakpoints --head h")
     lines = text.splitlines()
-    assert re.split(r"\s{2,}", lines[0]) == list(finder.GROUP_HEADER)
+    assert re.split(r"\s{2,}", lines[0]) == list(pause_views.GROUP_HEADER)
     nodes, task, at = "2 nodes: 10.0.0.1, 10.0.0.2", "WorkerDict.update_actor", "/verl/dp_actor.py"
     assert group_rows(text) == [
         ["1-6", "post_mortem", "6", nodes, task, f"{at}:312", "ports 52000-52002", "9m 59s*"],
@@ -269,7 +270,7 @@ def test_a_crowd_at_one_line_is_one_table_line(crowd: list[Pause]) -> None:
 
 
 def test_lone_pauses_list_as_they_did(captured_pauses: list[Pause]) -> None:
-    text = finder.format_groups(captured_pauses, "ray-breakpoints --head h")
+    text = pause_views.format_groups(captured_pauses, "ray-breakpoints --head h")
     assert [(row[0], row[6]) for row in group_rows(text)] == [
         (str(p.number), p.address) for p in captured_pauses
     ]
@@ -278,7 +279,7 @@ def test_lone_pauses_list_as_they_did(captured_pauses: list[Pause]) -> None:
 
 def test_many_nodes_are_counted_and_cut_short() -> None:
     ranks = [rank(n, f"10.0.0.{n}", 52000) for n in range(1, 4)]
-    [row] = group_rows(finder.format_groups(ranks, "ray-breakpoints --head h"))
+    [row] = group_rows(pause_views.format_groups(ranks, "ray-breakpoints --head h"))
     assert row[3] == "3 nodes: 10.0.0.1, 10.0.0.2, ..."
     assert row[6] == "port 52000"
 
@@ -290,7 +291,7 @@ def test_one_exception_type_is_one_line_whatever_the_messages() -> None:
         rank(2, "10.0.0.1", 52001, exception=oom.format(1)),
         rank(3, "10.0.0.1", 52002, exception="ValueError: boom"),
     ]
-    text = finder.format_groups(ranks, "ray-breakpoints --head h")
+    text = pause_views.format_groups(ranks, "ray-breakpoints --head h")
     assert [row[0] for row in group_rows(text)] == ["1-2", "3"]
     assert "raised torch.OutOfMemoryError (messages differ; --json has each)" in text
     assert "raised ValueError: boom" in text
@@ -300,11 +301,11 @@ def test_legacy_and_debugpy_pauses_never_share_a_line() -> None:
     # Same task, file:line and (no) exception: only the debugger differs.
     debugpy = rank(1, "10.0.0.1", 52000, exception=None)
     legacy = rank(2, "10.0.0.1", 52001, mode="legacy", exception=None, waited_from="pause")
-    assert finder.grouped([debugpy, legacy]) == [[debugpy], [legacy]]
+    assert pause_views.grouped([debugpy, legacy]) == [[debugpy], [legacy]]
 
 
 def test_json_keeps_one_object_per_pause_with_its_group(crowd: list[Pause]) -> None:
-    rows = json.loads(finder.pauses_json(crowd))
+    rows = json.loads(pause_views.pauses_json(crowd))
     assert [row["number"] for row in rows] == list(range(1, 10))
     assert [row["group"] for row in rows] == [1] * 6 + [7, 7, 9]
     assert rows[0]["exception"] == "FloatingPointError: loss is nan"
@@ -312,7 +313,7 @@ def test_json_keeps_one_object_per_pause_with_its_group(crowd: list[Pause]) -> N
 
 def test_launch_config_for_a_crowd_attaches_to_every_rank(crowd: list[Pause]) -> None:
     ranks = crowd[:6]
-    config = json.loads(json.dumps(finder.launch_config(ranks)))
+    config = json.loads(json.dumps(pause_views.launch_config(ranks)))
     configurations = config["configurations"]
     assert [c["connect"] for c in configurations] == [
         {"host": p.host, "port": p.port} for p in ranks
@@ -329,7 +330,7 @@ def test_launch_config_for_a_crowd_attaches_to_every_rank(crowd: list[Pause]) ->
     ("numbers", "text"), [([], ""), ([3], "3"), ([5, 1, 2, 3, 7, 8], "1-3,5,7-8")]
 )
 def test_number_spans(numbers: list[int], text: str) -> None:
-    assert finder.number_spans(numbers) == text
+    assert pause_views.number_spans(numbers) == text
 
 
 @pytest.mark.parametrize(
@@ -337,17 +338,17 @@ def test_number_spans(numbers: list[int], text: str) -> None:
     [(None, "-"), (-3, "0s"), (59.9, "59s"), (61, "1m 01s"), (3725, "1h 02m"), (90000, "1d 1h")],
 )
 def test_format_duration(seconds: float | None, text: str) -> None:
-    assert finder.format_duration(seconds) == text
+    assert pause_views.format_duration(seconds) == text
 
 
 def test_endpoints_from_head_and_overrides() -> None:
-    assert finder.resolve_endpoints("10.0.0.1", None, None) == Endpoints(
+    assert endpoints.resolve_endpoints("10.0.0.1", None, None) == Endpoints(
         "10.0.0.1:6379", "http://10.0.0.1:8265"
     )
-    assert finder.resolve_endpoints("fd00::1", "h:9000/", "g:1") == Endpoints(
+    assert endpoints.resolve_endpoints("fd00::1", "h:9000/", "g:1") == Endpoints(
         "g:1", "http://h:9000"
     )
-    assert finder.resolve_endpoints("fd00::1", None, None).gcs == "[fd00::1]:6379"
+    assert endpoints.resolve_endpoints("fd00::1", None, None).gcs == "[fd00::1]:6379"
 
 
 # ---- main() on captured pauses, without a cluster ------------------------------------------
@@ -480,7 +481,7 @@ def test_post_mortem_pause_listed_with_vscode_config(
         endpoints = Endpoints(head.gcs_address, head.dashboard_url)
         # The task row and its traceback trail the pause by a task-event flush (about a second).
         wait_for_pauses(
-            lambda: [p for p in finder.find_pauses(endpoints, "auto", 10) if p.exception], driver
+            lambda: [p for p in pauses.find_pauses(endpoints, "auto", 10) if p.exception], driver
         )
         code, out = run_main(capsys, head)
         assert code == 0
@@ -553,10 +554,10 @@ def test_vscode_config_maps_the_working_dir_to_the_operators_files(
         endpoints = Endpoints(head.gcs_address, head.dashboard_url)
         # The task row, which names the working_dir, trails the pause by a task-event flush.
         [pause] = wait_for_pauses(
-            lambda: [p for p in finder.find_pauses(endpoints, "auto", 10) if p.remote_root],
+            lambda: [p for p in pauses.find_pauses(endpoints, "auto", 10) if p.remote_root],
             driver,
         )
-        assert re.fullmatch(rf"/.+/{finder.WORKING_DIR_FILES}/_ray_pkg_\w+", pause.remote_root)
+        assert re.fullmatch(rf"/.+/{pauses.WORKING_DIR_FILES}/_ray_pkg_\w+", pause.remote_root)
         code, out = run_main(capsys, head, "--vscode", "1", "--local-root", str(checkout))
         assert code == 0
         [config] = json.loads(out)["configurations"]
