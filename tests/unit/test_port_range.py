@@ -1,6 +1,6 @@
 """The port-range grammar, and the three readers of ray_debugger_port_range that share it.
 
-Validation (the ray_cluster filters), the probe and the node hook once parsed the range each
+Validation (the ray_ports filters), the probe and the node hook once parsed the range each
 their own way: "52000" passed validation and then crashed the probe. They now read it with
 roles/ray_python/files/ray_port_range.py, so the tests here hold every end to one answer.
 """
@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import ray_cluster as filters
 import ray_debugger_port_range as hook
 import ray_port_range as grammar
+import ray_ports as filters
 from ansible.errors import AnsibleFilterError
 
 from ray_debug_tools import probe
@@ -124,7 +124,7 @@ def test_grammar_and_hook_stay_cheap_to_import() -> None:
     assert "typing" not in hook_imports
 
 
-# ---- the validation end: the ray_cluster filters --------------------------------------------
+# ---- the validation end: the ray_ports filters ----------------------------------------------
 
 
 def test_filters_speak_the_grammars_words() -> None:
