@@ -7,6 +7,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
+def node_rows(reply: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The node rows of ray_nodes_reply, the head's answer to /api/v0/nodes; none where it did
+    not answer with a node list (refused token, dashboard down)."""
+    try:
+        return reply["json"]["data"]["result"]["result"]
+    except (KeyError, TypeError):
+        return []
+
+
 def nodes_not_ready(rows: Iterable[Mapping[str, Any]], wanted: Mapping[str, int]) -> list[str]:
     """Compare the state API's node rows with {ip: GPUs}; say what is not ready yet."""
     alive = {row["node_ip"]: row for row in rows if row.get("state") == "ALIVE"}
@@ -55,6 +64,7 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
+            "ray_node_rows": node_rows,
             "ray_nodes_not_ready": nodes_not_ready,
             "ray_alive_node_ids": alive_node_ids,
             "ray_nodes_not_joined": nodes_not_joined,

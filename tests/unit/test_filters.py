@@ -70,6 +70,19 @@ def test_interface_for_unknown_ip_names_the_interfaces() -> None:
         ray_network.interface_for_ip(FACTS, "10.9.9.9")
 
 
+def test_node_rows_are_the_rows_of_the_heads_reply_or_none() -> None:
+    rows = [{"node_ip": "10.0.0.1", "state": "ALIVE", "node_id": "a"}]
+    # ray_nodes_reply as ansible.builtin.uri registers /api/v0/nodes's answer.
+    reply = {
+        "status": 200,
+        "json": {"result": True, "data": {"result": {"total": 1, "result": rows}}},
+    }
+    assert ray_node_list.node_rows(reply) == rows
+    # A refused token or a dashboard that does not answer: no rows; the callers say why.
+    assert ray_node_list.node_rows({"status": 401, "json": {"detail": "Unauthorized"}}) == []
+    assert ray_node_list.node_rows({"status": -1, "msg": "Connection refused"}) == []
+
+
 def test_nodes_not_ready_reports_missing_nodes_and_gpu_mismatch() -> None:
     rows = [
         {"node_ip": "10.0.0.1", "state": "ALIVE", "resources_total": {"CPU": 2.0}},
