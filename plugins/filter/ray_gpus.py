@@ -7,22 +7,33 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.verl_debug.cluster.plugins.module_utils.nvidia_smi import query_rows
+
+# What ray_facts' node_probe.py asks nvidia-smi for, in its order.
+INVENTORY_FIELDS = ("index", "name", "memory.total", "driver_version")
 
 
 def gpu_inventory(query_csv: str, banner: str) -> dict[str, Any]:
     """GPUs of a node from nvidia-smi.
 
-    `query_csv` is the output of `nvidia-smi --query-gpu=index,name,memory.total,
-    driver_version --format=csv,noheader,nounits`; `banner` that of plain `nvidia-smi`, whose
-    header carries the CUDA version the driver supports. Both empty: a node without GPUs.
+    `query_csv` is what nvidia-smi printed for INVENTORY_FIELDS (--format=csv,noheader,
+    nounits); `banner` what plain `nvidia-smi` printed, whose header carries the CUDA version
+    the driver supports. Both empty: a node without GPUs.
     """
-    gpus = []
-    for line in query_csv.splitlines():
-        if not line.strip():
-            continue
-        _index, name, memory, driver = (field.strip() for field in line.split(","))
-        gpus.append({"name": name, "memory_mib": int(memory), "driver": driver})
+    try:
+        rows = query_rows(query_csv, INVENTORY_FIELDS)
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from None
+    gpus = [
+        {
+            "name": gpu["name"],
+            "memory_mib": int(gpu["memory.total"]),
+            "driver": gpu["driver_version"],
+        }
+        for gpu in rows
+    ]
     cuda = re.search(r"CUDA Version:\s*([0-9.]+)", banner)
     return {
         "count": len(gpus),

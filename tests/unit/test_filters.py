@@ -175,6 +175,18 @@ def test_stand_in_gpus_say_so_in_every_gpu_line() -> None:
     assert ray_gpus.gpu_total(nodes[:2]) == "2"
 
 
+def test_gpu_inventory_reads_a_name_with_commas_whole() -> None:
+    """nvidia-smi quotes no value: the name is what lies between the index and the memory."""
+    gpus = ray_gpus.gpu_inventory("0, NVIDIA H100, 80GB HBM3,vGPU, 81559, 550.54.15\n", "")
+    assert gpus["models"] == ["NVIDIA H100, 80GB HBM3,vGPU"]
+    assert (gpus["memory_mib"], gpus["drivers"]) == (81559, ["550.54.15"])
+
+
+def test_gpu_inventory_names_a_line_that_is_not_a_gpu() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"unexpected nvidia-smi output: 'No devices"):
+        ray_gpus.gpu_inventory("No devices were found\n", "")
+
+
 def test_gpu_inventory_of_a_node_without_nvidia_smi() -> None:
     gpus = ray_gpus.gpu_inventory("", "")
     assert gpus["count"] == 0
