@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.verl_debug.cluster.plugins.module_utils.nvidia_smi import query_rows
 
 Report = Mapping[str, Any]
 
@@ -80,7 +81,7 @@ def node_problems(gpu_report: Report | None, ray_gpus: int) -> list[str]:
         return ["no GPU proof came back from this node"]
     if gpu_report.get("error"):
         return [str(gpu_report["error"])]
-    smi = gpu_report.get("nvidia_smi")
+    smi = _nvidia_smi_rows(gpu_report.get("nvidia_smi") or {})
     listed: list[Report] = smi if isinstance(smi, list) else []
     cuda: Report = gpu_report.get("cuda") or {}
     if cuda.get("error"):
@@ -94,7 +95,7 @@ def node_problems(gpu_report: Report | None, ray_gpus: int) -> list[str]:
             "or the driver not loaded"
         ]
     devices: list[Report] = cuda.get("devices", [])
-    by_bus = {_bus_id(gpu["bus_id"]): gpu for gpu in listed}
+    by_bus = {_bus_id(gpu["pci.bus_id"]): gpu for gpu in listed}
     problems = []
     if len(devices) != ray_gpus:
         problems.append(
@@ -103,10 +104,10 @@ def node_problems(gpu_report: Report | None, ray_gpus: int) -> list[str]:
         )
         seen_buses = {_bus_id(device.get("bus_id", "")) for device in devices}
         problems += [
-            f"GPU {gpu['index']} ({gpu['name']}, bus {gpu['bus_id']}) is listed by nvidia-smi "
+            f"GPU {gpu['index']} ({gpu['name']}, bus {gpu['pci.bus_id']}) is listed by nvidia-smi "
             "but CUDA cannot see it: MIG mode, or fallen off the bus"
             for gpu in listed
-            if _bus_id(gpu["bus_id"]) not in seen_buses
+            if _bus_id(gpu["pci.bus_id"]) not in seen_buses
         ]
     for device in devices:
         problems += _device_problems(device, by_bus.get(_bus_id(device.get("bus_id", ""))))
@@ -122,6 +123,16 @@ def node_problems(gpu_report: Report | None, ray_gpus: int) -> list[str]:
     return problems
 
 
+def _nvidia_smi_rows(smi: Report) -> list[dict[str, str]] | str:
+    """The GPUs nvidia-smi listed in the GPU task, {field: value}, or why there are none."""
+    if "csv" not in smi:
+        return str(smi.get("error"))
+    try:
+        return query_rows(smi["csv"], smi["fields"])
+    except ValueError as error:
+        return str(error)
+
+
 def _device_problems(device: Report, listed: Report | None) -> list[str]:
     """A CUDA device that failed a call, or that nvidia-smi names otherwise at its bus id."""
     # nvidia-smi's index is the one operators see; CUDA's ordinal may order GPUs otherwise.
@@ -132,8 +143,8 @@ def _device_problems(device: Report, listed: Report | None) -> list[str]:
         problems.append(f"{label} ({name}): {device['error']}")
     if listed and device.get("name") and listed["name"] != device["name"]:
         problems.append(
-            f"{label} (bus {listed['bus_id']}): nvidia-smi names it {listed['name']!r} but CUDA "
-            f"{device['name']!r}: nvidia-smi and libcuda.so.1 come from different drivers"
+            f"{label} (bus {listed['pci.bus_id']}): nvidia-smi names it {listed['name']!r} but "
+            f"CUDA {device['name']!r}: nvidia-smi and libcuda.so.1 come from different drivers"
         )
     return problems
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import ray_cluster as filters
+import ray_debugger_proof
+import ray_env
+import ray_gpus
+import ray_network
+import ray_node_facts
+import ray_node_list
+import ray_ports
+import ray_units
+import ray_validate
 import yaml
 from ansible.errors import AnsibleFilterError
 
@@ -14,28 +22,28 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 def test_invalid_cidrs_keeps_only_the_bad_ones() -> None:
     values = ["10.0.0.0/24", "192.0.2.7", "2001:db8::/64", "10.0.0.0/33", "vpn", "300.1.1.1/32"]
-    assert filters.invalid_cidrs(values) == ["10.0.0.0/33", "vpn", "300.1.1.1/32"]
+    assert ray_network.invalid_cidrs(values) == ["10.0.0.0/33", "vpn", "300.1.1.1/32"]
 
 
 def test_ports_overlapping_names_the_colliding_entries() -> None:
     ports = {"gcs": 6379, "dashboard_agent_http": 52365, "worker": "10002-19999"}
-    assert filters.ports_overlapping("52300-52400", ports) == ["dashboard_agent_http"]
-    assert filters.ports_overlapping("6000-12000", ports) == ["gcs", "worker"]
-    assert filters.ports_overlapping("52000-52099", ports) == []
+    assert ray_ports.ports_overlapping("52300-52400", ports) == ["dashboard_agent_http"]
+    assert ray_ports.ports_overlapping("6000-12000", ports) == ["gcs", "worker"]
+    assert ray_ports.ports_overlapping("52000-52099", ports) == []
 
 
 def test_nft_ports_sorts_and_renders_ranges() -> None:
-    assert filters.nft_ports([8265, "10002-19999", 6379]) == "6379, 8265, 10002-19999"
+    assert ray_ports.nft_ports([8265, "10002-19999", 6379]) == "6379, 8265, 10002-19999"
 
 
 def test_cidrs_of_family_splits_and_normalises() -> None:
     values = ["10.0.0.5", "10.1.0.9/16", "2001:db8::1"]
-    assert filters.cidrs_of_family(values, 4) == ["10.0.0.5/32", "10.1.0.0/16"]
-    assert filters.cidrs_of_family(values, 6) == ["2001:db8::1/128"]
+    assert ray_network.cidrs_of_family(values, 4) == ["10.0.0.5/32", "10.1.0.0/16"]
+    assert ray_network.cidrs_of_family(values, 6) == ["2001:db8::1/128"]
 
 
 def test_oldest_version_compares_numerically() -> None:
-    assert filters.oldest_version(["2.36", "2.9", "2.28"]) == "2.9"
+    assert ray_node_facts.oldest_version(["2.36", "2.9", "2.28"]) == "2.9"
 
 
 FACTS = {
@@ -54,12 +62,25 @@ FACTS = {
     ("address", "interface"), [("10.0.0.5", "eth0"), ("10.10.0.5", "ib-0"), ("10.20.0.5", "ib-0")]
 )
 def test_interface_for_ip_finds_the_nic(address: str, interface: str) -> None:
-    assert filters.interface_for_ip(FACTS, address) == interface
+    assert ray_network.interface_for_ip(FACTS, address) == interface
 
 
 def test_interface_for_unknown_ip_names_the_interfaces() -> None:
     with pytest.raises(AnsibleFilterError, match=r"10\.9\.9\.9.*'eth0'"):
-        filters.interface_for_ip(FACTS, "10.9.9.9")
+        ray_network.interface_for_ip(FACTS, "10.9.9.9")
+
+
+def test_node_rows_are_the_rows_of_the_heads_reply_or_none() -> None:
+    rows = [{"node_ip": "10.0.0.1", "state": "ALIVE", "node_id": "a"}]
+    # ray_nodes_reply as ansible.builtin.uri registers /api/v0/nodes's answer.
+    reply = {
+        "status": 200,
+        "json": {"result": True, "data": {"result": {"total": 1, "result": rows}}},
+    }
+    assert ray_node_list.node_rows(reply) == rows
+    # A refused token or a dashboard that does not answer: no rows; the callers say why.
+    assert ray_node_list.node_rows({"status": 401, "json": {"detail": "Unauthorized"}}) == []
+    assert ray_node_list.node_rows({"status": -1, "msg": "Connection refused"}) == []
 
 
 def test_nodes_not_ready_reports_missing_nodes_and_gpu_mismatch() -> None:
@@ -69,16 +90,16 @@ def test_nodes_not_ready_reports_missing_nodes_and_gpu_mismatch() -> None:
         {"node_ip": "10.0.0.3", "state": "DEAD", "resources_total": {"GPU": 8.0}},
     ]
     wanted = {"10.0.0.1": 0, "10.0.0.2": 8, "10.0.0.3": 8}
-    assert filters.nodes_not_ready(rows, wanted) == [
+    assert ray_node_list.nodes_not_ready(rows, wanted) == [
         "10.0.0.2: 1 GPUs, expected 8",
         "10.0.0.3: not alive",
     ]
-    assert filters.nodes_not_ready(rows[:1], {"10.0.0.1": 0}) == []
+    assert ray_node_list.nodes_not_ready(rows[:1], {"10.0.0.1": 0}) == []
 
 
 def test_network_host_counts_from_the_network_address() -> None:
-    assert filters.network_host("10.124.0.0/24", 1) == "10.124.0.1"
-    assert filters.network_host("10.124.0.0/24", 2) == "10.124.0.2"
+    assert ray_network.network_host("10.124.0.0/24", 1) == "10.124.0.1"
+    assert ray_network.network_host("10.124.0.0/24", 2) == "10.124.0.2"
 
 
 def test_alive_node_ids_keeps_only_live_records_of_the_address() -> None:
@@ -88,8 +109,8 @@ def test_alive_node_ids_keeps_only_live_records_of_the_address() -> None:
         {"node_ip": "10.0.0.2", "state": "ALIVE", "node_id": "new"},
         {"node_ip": "10.0.0.3", "state": "ALIVE", "node_id": "other"},
     ]
-    assert filters.alive_node_ids(rows, "10.0.0.2") == ["new"]
-    assert filters.alive_node_ids(rows, "10.0.0.9") == []
+    assert ray_node_list.alive_node_ids(rows, "10.0.0.2") == ["new"]
+    assert ray_node_list.alive_node_ids(rows, "10.0.0.9") == []
 
 
 def test_nodes_not_joined_waits_for_a_new_id_at_each_address() -> None:
@@ -104,8 +125,11 @@ def test_nodes_not_joined_waits_for_a_new_id_at_each_address() -> None:
         "never_stopped": {"ray_node_address": "10.0.0.3"},
         "missing": {"ray_node_address": "10.0.0.4"},
     }
-    assert filters.nodes_not_joined(rows, hostvars, list(hostvars)) == ["not_back_yet", "missing"]
-    assert filters.nodes_not_joined([], hostvars, ["restarted"]) == ["restarted"]
+    assert ray_node_list.nodes_not_joined(rows, hostvars, list(hostvars)) == [
+        "not_back_yet",
+        "missing",
+    ]
+    assert ray_node_list.nodes_not_joined([], hostvars, ["restarted"]) == ["restarted"]
 
 
 # As printed by nvidia-smi 550 on an 8 x H100 node (two rows kept) and its banner's first lines.
@@ -120,7 +144,7 @@ H100_BANNER = """Tue Mar 12 10:00:00 2024
 
 
 def test_gpu_inventory_reads_count_model_memory_driver_and_cuda() -> None:
-    gpus = filters.gpu_inventory(H100_QUERY, H100_BANNER)
+    gpus = ray_gpus.gpu_inventory(H100_QUERY, H100_BANNER)
     assert gpus == {
         "count": 2,
         "models": ["NVIDIA H100 80GB HBM3"],
@@ -128,52 +152,64 @@ def test_gpu_inventory_reads_count_model_memory_driver_and_cuda() -> None:
         "drivers": ["550.54.15"],
         "cuda": "12.4",
     }
-    assert filters.gpu_summary(gpus) == (
+    assert ray_gpus.gpu_summary(gpus) == (
         "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
     )
 
 
 def test_stand_in_gpus_say_so_in_every_gpu_line() -> None:
     """ray_stand_in_gpus (tests): what a stand-in nvidia-smi answered is no GPU."""
-    gpus = filters.gpu_inventory(H100_QUERY, H100_BANNER)
+    gpus = ray_gpus.gpu_inventory(H100_QUERY, H100_BANNER)
     line = "2 x NVIDIA H100 80GB HBM3 (79 GiB), driver 550.54.15, CUDA 12.4"
-    assert filters.gpu_summary(gpus, True) == f"stand-in: {line}"
-    assert filters.gpu_summary(gpus, "false") == line
-    none = filters.gpu_inventory("", "")
+    assert ray_gpus.gpu_summary(gpus, True) == f"stand-in: {line}"
+    assert ray_gpus.gpu_summary(gpus, "false") == line
+    none = ray_gpus.gpu_inventory("", "")
     nodes = [
         {"inventory_hostname": "head", "ray_node_gpus": none, "ray_node_gpu_count": 0},
         {"inventory_hostname": "w1", "ray_node_gpus": gpus, "ray_node_gpu_count": 2},
         {"inventory_hostname": "w2", "ray_node_gpus": gpus, "ray_node_gpu_count": "2",
          "ray_stand_in_gpus": "true"},
     ]  # fmt: skip
-    assert filters.gpu_node_lines(nodes) == [f"w1: {line}", f"w2: stand-in: {line}"]
-    assert filters.gpu_total(nodes) == "4 (2 stand-in)"
-    assert filters.gpu_total(nodes[:2]) == "2"
+    assert ray_gpus.gpu_node_lines(nodes) == [f"w1: {line}", f"w2: stand-in: {line}"]
+    assert ray_gpus.gpu_total(nodes) == "4 (2 stand-in)"
+    assert ray_gpus.gpu_total(nodes[:2]) == "2"
+
+
+def test_gpu_inventory_reads_a_name_with_commas_whole() -> None:
+    """nvidia-smi quotes no value: the name is what lies between the index and the memory."""
+    gpus = ray_gpus.gpu_inventory("0, NVIDIA H100, 80GB HBM3,vGPU, 81559, 550.54.15\n", "")
+    assert gpus["models"] == ["NVIDIA H100, 80GB HBM3,vGPU"]
+    assert (gpus["memory_mib"], gpus["drivers"]) == (81559, ["550.54.15"])
+
+
+def test_gpu_inventory_names_a_line_that_is_not_a_gpu() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"unexpected nvidia-smi output: 'No devices"):
+        ray_gpus.gpu_inventory("No devices were found\n", "")
 
 
 def test_gpu_inventory_of_a_node_without_nvidia_smi() -> None:
-    gpus = filters.gpu_inventory("", "")
+    gpus = ray_gpus.gpu_inventory("", "")
     assert gpus["count"] == 0
-    assert filters.gpu_summary(gpus) == "no GPUs"
+    assert ray_gpus.gpu_summary(gpus) == "no GPUs"
 
 
 def test_gpu_mismatches_names_each_differing_node() -> None:
-    h100 = filters.gpu_inventory(H100_QUERY, H100_BANNER)
-    older = filters.gpu_inventory(H100_QUERY.replace("550.54.15", "535.104.05"), H100_BANNER)
-    a100 = filters.gpu_inventory("0, NVIDIA A100-SXM4-80GB, 81920, 550.54.15\n", H100_BANNER)
-    cpu = filters.gpu_inventory("", "")
-    assert filters.gpu_mismatches({"w1": h100, "w2": h100, "head": cpu}) == []
-    assert filters.gpu_mismatches({"w1": h100, "w2": older}) == [
+    h100 = ray_gpus.gpu_inventory(H100_QUERY, H100_BANNER)
+    older = ray_gpus.gpu_inventory(H100_QUERY.replace("550.54.15", "535.104.05"), H100_BANNER)
+    a100 = ray_gpus.gpu_inventory("0, NVIDIA A100-SXM4-80GB, 81920, 550.54.15\n", H100_BANNER)
+    cpu = ray_gpus.gpu_inventory("", "")
+    assert ray_gpus.gpu_mismatches({"w1": h100, "w2": h100, "head": cpu}) == []
+    assert ray_gpus.gpu_mismatches({"w1": h100, "w2": older}) == [
         "driver versions differ: w1: 550.54.15; w2: 535.104.05"
     ]
-    assert filters.gpu_mismatches({"w1": h100, "w3": a100}) == [
+    assert ray_gpus.gpu_mismatches({"w1": h100, "w3": a100}) == [
         "GPU models differ: w1: NVIDIA H100 80GB HBM3; w3: NVIDIA A100-SXM4-80GB"
     ]
 
 
 def test_routable_addresses_drop_loopback_link_local_and_repeats() -> None:
     addresses = ["10.0.0.5", "127.0.0.1", "10.10.0.5", "fe80::1", "::1", "fd00::5", "10.0.0.5", ""]
-    assert filters.routable_addresses(addresses) == ["10.0.0.5", "10.10.0.5", "fd00::5"]
+    assert ray_network.routable_addresses(addresses) == ["10.0.0.5", "10.10.0.5", "fd00::5"]
 
 
 def test_node_record_keeps_what_a_later_run_needs() -> None:
@@ -189,7 +225,7 @@ def test_node_record_keeps_what_a_later_run_needs() -> None:
         "ray_node_cpus": "96",
         "ansible_facts": {"ignored": True},
     }
-    record = filters.node_record([node])
+    record = ray_node_facts.node_record([node])
     assert record == {
         "gpu1": {
             "address": "10.0.0.11",
@@ -206,12 +242,12 @@ def test_node_record_keeps_what_a_later_run_needs() -> None:
 
 @pytest.mark.parametrize("name", ["verl-debug", "ray", "a.b_c-1", "x" * 64])
 def test_plain_names_pass(name: str) -> None:
-    assert filters.path_problems({"cluster_name": name}, {}) == []
+    assert ray_validate.path_problems({"cluster_name": name}, {}) == []
 
 
 @pytest.mark.parametrize("name", ["../../escape", "a/b", "..", ".hidden", "", "a b", "x" * 65])
 def test_names_that_are_paths_are_refused(name: str) -> None:
-    (problem,) = filters.path_problems({"cluster_name": name}, {})
+    (problem,) = ray_validate.path_problems({"cluster_name": name}, {})
     assert problem.startswith(f"cluster_name: {name!r} is not a plain name")
 
 
@@ -226,12 +262,12 @@ def test_names_that_are_paths_are_refused(name: str) -> None:
     ],
 )
 def test_directories_purge_removes_must_be_owned_paths(path: str, why: str) -> None:
-    (problem,) = filters.path_problems({}, {"ray_config_dir": path})
+    (problem,) = ray_validate.path_problems({}, {"ray_config_dir": path})
     assert problem.startswith(f"ray_config_dir: {path!r}") and why in problem
 
 
 def test_an_owned_directory_passes() -> None:
-    assert filters.path_problems({}, {"ray_install_dir": "/opt/ray-cluster"}) == []
+    assert ray_validate.path_problems({}, {"ray_install_dir": "/opt/ray-cluster"}) == []
 
 
 def node(name: str, cpus: int, gpus: int) -> dict[str, object]:
@@ -240,18 +276,18 @@ def node(name: str, cpus: int, gpus: int) -> dict[str, object]:
 
 def test_debugger_port_shortfalls_count_cpus_and_colocated_gpu_workers() -> None:
     nodes = [node("small", 8, 0), node("gpu", 16, 8), node("edge", 14, 2)]
-    assert filters.debugger_port_shortfalls(nodes, "52000-52019", 3) == [
+    assert ray_node_facts.debugger_port_shortfalls(nodes, "52000-52019", 3) == [
         "gpu may pause 40 worker processes at once (16 CPUs + 8 GPUs x 3)",
     ]
-    assert filters.debugger_port_shortfalls(nodes, "52000-52099", 3) == []
+    assert ray_node_facts.debugger_port_shortfalls(nodes, "52000-52099", 3) == []
 
 
 def test_verl_fit_needs_colocated_cpus_on_gpu_nodes_only() -> None:
     nodes = [node("cpu-only", 2, 0), node("gpu", 16, 8), node("fits", 24, 8)]
-    assert filters.verl_fit_shortfalls(nodes, 3) == [
+    assert ray_node_facts.verl_fit_shortfalls(nodes, 3) == [
         "gpu has 8 GPUs but 16 CPUs; verl reserves 8 x 3 = 24 CPUs"
     ]
-    assert filters.verl_fit_shortfalls(nodes, 2) == []
+    assert ray_node_facts.verl_fit_shortfalls(nodes, 2) == []
 
 
 def test_pythons_outside_names_each_node_verl_cannot_run_on() -> None:
@@ -259,28 +295,31 @@ def test_pythons_outside_names_each_node_verl_cannot_run_on() -> None:
         {"inventory_hostname": host, "ray_node_python": {"version": version}}
         for host, version in (("old", "3.9"), ("ok", "3.12"), ("new", "3.13"))
     ]
-    assert filters.pythons_outside(nodes, ">=3.10,<3.13") == ["old: Python 3.9", "new: Python 3.13"]
-    assert filters.pythons_outside(nodes, ">=3.9") == []
+    assert ray_node_facts.pythons_outside(nodes, ">=3.10,<3.13") == [
+        "old: Python 3.9",
+        "new: Python 3.13",
+    ]
+    assert ray_node_facts.pythons_outside(nodes, ">=3.9") == []
 
 
 def test_nccl_env_without_rdma_disables_ib() -> None:
-    assert filters.nccl_env("WARN", [], [], "") == {"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1"}
+    assert ray_env.nccl_env("WARN", [], [], "") == {"NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1"}
 
 
 def test_nccl_env_on_infiniband_names_the_hcas_and_no_gid() -> None:
-    env = filters.nccl_env("WARN", ["mlx5_0", "mlx5_1"], [], "")
+    env = ray_env.nccl_env("WARN", ["mlx5_0", "mlx5_1"], [], "")
     assert env == {"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "mlx5_0,mlx5_1"}
 
 
 def test_nccl_env_on_roce_sets_the_gid_index_found() -> None:
-    env = filters.nccl_env("WARN", ["mlx5_0"], ["mlx5_0"], "3")
+    env = ray_env.nccl_env("WARN", ["mlx5_0"], ["mlx5_0"], "3")
     assert env == {"NCCL_DEBUG": "WARN", "NCCL_IB_HCA": "mlx5_0", "NCCL_IB_GID_INDEX": "3"}
     # RoCE without a routable GID: nothing is guessed (the facts play warns instead).
-    assert "NCCL_IB_GID_INDEX" not in filters.nccl_env("WARN", ["mlx5_0"], ["mlx5_0"], "")
+    assert "NCCL_IB_GID_INDEX" not in ray_env.nccl_env("WARN", ["mlx5_0"], ["mlx5_0"], "")
 
 
 def test_nccl_env_overrides_win_over_detection() -> None:
-    env = filters.nccl_env("INFO", ["mlx5_0"], ["mlx5_0"], "3", "=mlx5_4", "5")
+    env = ray_env.nccl_env("INFO", ["mlx5_0"], ["mlx5_0"], "3", "=mlx5_4", "5")
     assert env == {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "=mlx5_4", "NCCL_IB_GID_INDEX": "5"}
 
 
@@ -294,7 +333,7 @@ DEBUG_MODES = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").
 
 def proof(port: int | None, mode: str = "legacy", **extra: object) -> dict[str, object]:
     """What cluster_proof.py reports from a node whose Ray runs in `mode`."""
-    names = filters.debug_variable_names(DEBUG_MODES)
+    names = ray_debugger_proof.debug_variable_names(DEBUG_MODES)
     debug_env = {name: DEBUG_MODES[mode]["env"].get(name) for name in names}
     return {
         "ray": "2.60.0",
@@ -307,7 +346,9 @@ def proof(port: int | None, mode: str = "legacy", **extra: object) -> dict[str, 
 
 
 def judge(report: dict, mode: str) -> dict[str, list[str]]:
-    return filters.debugger_proof_problems(report, PROOF_NODES, mode, "52000-52019", DEBUG_MODES)
+    return ray_debugger_proof.debugger_proof_problems(
+        report, PROOF_NODES, mode, "52000-52019", DEBUG_MODES
+    )
 
 
 def test_debugger_proof_passes_ports_inside_the_range() -> None:
@@ -374,30 +415,30 @@ def test_debugger_proof_names_a_node_whose_ray_runs_in_another_mode() -> None:
 
 
 def test_auth_env_points_token_mode_at_the_token_file() -> None:
-    assert filters.auth_env("token", "/etc/ray/auth_token") == {
+    assert ray_env.auth_env("token", "/etc/ray/auth_token") == {
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token",
     }
-    assert filters.auth_env("disabled", "/etc/ray/auth_token") == {"RAY_AUTH_MODE": "disabled"}
+    assert ray_env.auth_env("disabled", "/etc/ray/auth_token") == {"RAY_AUTH_MODE": "disabled"}
 
 
 def test_unit_up_reads_systemctl_show_as_lines_or_a_mapping() -> None:
     """Both readers of systemd (ray_service's own read, the facts play's probe) judge a unit
     by the same three properties: running, enabled at boot, no reload pending."""
     up = ["ActiveState=active", "UnitFileState=enabled", "NeedDaemonReload=no", "written=17"]
-    assert filters.unit_up(up)
-    assert filters.unit_up(dict(line.split("=", 1) for line in up))
+    assert ray_units.unit_up(up)
+    assert ray_units.unit_up(dict(line.split("=", 1) for line in up))
     for stale in ("ActiveState=failed", "UnitFileState=disabled", "NeedDaemonReload=yes"):
         name = stale.split("=")[0]
-        assert not filters.unit_up([stale, *(line for line in up if not line.startswith(name))])
-    assert not filters.unit_up([])
-    assert not filters.unit_up({})
+        assert not ray_units.unit_up([stale, *(line for line in up if not line.startswith(name))])
+    assert not ray_units.unit_up([])
+    assert not ray_units.unit_up({})
 
 
 def test_debug_variable_names_are_every_modes_variables_once() -> None:
     modes = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())[
         "ray_debug_modes"
     ]
-    names = filters.debug_variable_names(modes)
+    names = ray_debugger_proof.debug_variable_names(modes)
     assert names == sorted(set(names))
     assert {"RAY_DEBUG", "RAY_DEBUG_POST_MORTEM"} <= set(names)

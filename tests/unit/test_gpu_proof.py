@@ -1,7 +1,7 @@
 """The GPU proof: CUDA itself must use every GPU Ray offers, or cluster-up fails naming why.
 
-Reports are built from roles/ray_verify/files/cluster_proof.py's own structures and parser,
-the shape its GPU task prints; the CUDA probe also runs for real on this machine. Every test
+Reports are built from roles/ray_verify/files/cluster_proof.py's own structures, the shape
+its GPU task prints; the CUDA probe also runs for real on this machine. Every test
 here passes with and without a CUDA driver: where one needs libcuda.so.1 absent, it points the
 probe at a file that does not exist, since a driver cannot be uninstalled for a test. The probe
 against a driver runs on any machine in test_gpu_proof_with_a_driver.py.
@@ -53,7 +53,7 @@ def gpu_report(
     report = proof.GpuReport(
         cuda_visible_devices="0,1,2,3,4,5,6,7",
         cuda=cuda or proof.CudaReport(driver_version="12.4", devices=devices),
-        nvidia_smi=proof.parse_nvidia_smi(smi),
+        nvidia_smi=proof.SmiReport(fields=proof.NVIDIA_SMI_FIELDS, csv=smi),
         torch=torch
         or proof.TorchReport(version="2.6.0+cu121", cuda="12.1", available=True, device_count=8),
     )
@@ -147,7 +147,7 @@ def test_without_nvidia_smi_a_device_is_named_by_its_cuda_ordinal() -> None:
     devices = [device(ordinal, bus) for ordinal, bus in enumerate(HEALTHY_BUSES)]
     devices[2]["error"] = "cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY"
     report = gpu_report(devices)
-    report["nvidia_smi"] = "nvidia-smi did not run: [Errno 2] No such file or directory"
+    report["nvidia_smi"] = {"error": "nvidia-smi did not run: [Errno 2] No such file or directory"}
     assert judge(report)["problems"] == [
         "gpu1 (10.0.0.11): CUDA device 2 (NVIDIA H100 80GB HBM3): "
         "cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY"
@@ -223,11 +223,30 @@ def test_proof_nodes_come_from_hostvars_with_stand_in_off_by_default() -> None:
 
 
 def test_odd_nvidia_smi_output_is_reported_not_raised() -> None:
+    cuda = proof.CudaReport(error="cuInit: CUDA_ERROR_NO_DEVICE")
     # The molecule stand-in answers every --query-gpu with ray_facts' four fields.
-    assert proof.parse_nvidia_smi("0, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n") == (
-        "unexpected nvidia-smi output: '0, NVIDIA H100 80GB HBM3, 81559, 550.54.15'"
+    four = "0, NVIDIA H100 80GB HBM3, 81559, 550.54.15\n"
+    assert judge(gpu_report(cuda=cuda, smi=four))["problems"] == [
+        "gpu1 (10.0.0.11): Ray offers 8 GPUs (unexpected nvidia-smi output: "
+        "'0, NVIDIA H100 80GB HBM3, 81559, 550.54.15') but CUDA cannot use them: "
+        "cuInit: CUDA_ERROR_NO_DEVICE - a driver/runtime mismatch, or the driver not loaded"
+    ]
+    assert judge(gpu_report(cuda=cuda, smi=""))["problems"][0].startswith(
+        "gpu1 (10.0.0.11): nvidia-smi lists 0 GPUs but CUDA cannot use them"
     )
-    assert proof.parse_nvidia_smi("") == []
+
+
+def test_a_gpu_name_with_a_comma_is_read_whole() -> None:
+    """nvidia-smi quotes no value: the name is what lies between the index and the bus id,
+    commas and spacing as printed, so it matches the name CUDA gives the same bus."""
+    name = "NVIDIA H100,80GB HBM3, vGPU"
+    devices = [device(ordinal, bus) for ordinal, bus in enumerate(HEALTHY_BUSES)]
+    for gpu in devices:
+        gpu["name"] = name
+    devices[3]["error"] = "allocating 1 MiB failed: CUDA_ERROR_ECC_UNCORRECTABLE"
+    assert judge(gpu_report(devices, smi=smi_output(HEALTHY_BUSES, name)))["problems"] == [
+        f"gpu1 (10.0.0.11): GPU 3 ({name}): allocating 1 MiB failed: CUDA_ERROR_ECC_UNCORRECTABLE"
+    ]
 
 
 def _libcuda_loads() -> bool:

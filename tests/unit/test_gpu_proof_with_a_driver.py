@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import ray_gpu_proof as filters
+from cluster_proof import NVIDIA_SMI_FIELDS
 
 PROJECT = Path(__file__).resolve().parents[2]
 STUB = PROJECT / "tests/unit/fixtures/libcuda_stub.c"
@@ -64,15 +65,13 @@ def probe(stub_driver: Path, **stub: str) -> dict[str, Any]:
 def judge(cuda: dict[str, Any], gpus: int) -> dict[str, Any]:
     """The filter's verdict on a node with `gpus` GPUs whose nvidia-smi lists the same buses
     as the stub's devices (0000:18:00.0 onward)."""
-    smi = [
-        {"index": i, "name": H100, "bus_id": f"00000000:{0x18 + i:02X}:00.0",
-         "memory_mib": 81559, "driver": "550.54.15"}
-        for i in range(gpus)
-    ]  # fmt: skip
+    smi = "".join(
+        f"{i}, {H100}, 00000000:{0x18 + i:02X}:00.0, 81559, 550.54.15\n" for i in range(gpus)
+    )
     report = {
         "cuda_visible_devices": ",".join(map(str, range(gpus))),
         "cuda": cuda,
-        "nvidia_smi": smi,
+        "nvidia_smi": {"fields": NVIDIA_SMI_FIELDS, "csv": smi},
         "torch": None,
     }
     nodes = {"10.0.0.11": {"host": "gpu1", "gpus": gpus, "stand_in": False}}

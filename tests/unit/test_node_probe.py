@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ray_cluster as filters
+import ray_units
 
 PROJECT = Path(__file__).resolve().parents[2]
 PROBE = PROJECT / "roles/ray_facts/files/node_probe.py"
@@ -143,8 +143,8 @@ def test_unit_states_are_read_per_unit_in_the_order_asked() -> None:
 def test_the_probe_reads_what_ray_unit_up_judges() -> None:
     """The node side and the controller side of one judgement: the probe's systemctl read, and
     ray_service's, ask for exactly the properties ray_unit_up compares."""
-    assert set(node_probe.UNIT_PROPERTIES) == set(filters.UNIT_UP)
+    assert set(node_probe.UNIT_PROPERTIES) == set(ray_units.UNIT_UP)
     read = (PROJECT / "roles/ray_service/tasks/configure.yml").read_text()
     asked = re.search(r"systemctl show .* --property=(\S+)", read)
     assert asked, "ray_service no longer reads its unit with systemctl show --property="
-    assert set(filters.UNIT_UP) <= set(asked.group(1).split(","))
+    assert set(ray_units.UNIT_UP) <= set(asked.group(1).split(","))

@@ -1,6 +1,6 @@
 """The port-range grammar, and the readers of ray_debugger_port_range that share it.
 
-Validation (the filters), the probe and the node hook once parsed the range each their own
+Validation (the ray_ports filters), the probe and the node hook once parsed the range each their own
 way: "52000" passed validation and then crashed the probe. Validation and the hook now read
 it with plugins/module_utils/ray_port_range.py, and the probe takes each node's range as that
 node's hook read it, so the tests here hold every end to one answer.
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import ray_cluster as filters
 import ray_debugger_port_range as hook
 import ray_port_range as grammar
+import ray_ports as filters
 from ansible.errors import AnsibleFilterError
 from ray_heads import NODE_HOOKS_PATH
 
@@ -135,7 +135,7 @@ def test_grammar_and_hook_stay_cheap_to_import() -> None:
     assert "typing" not in hook_imports
 
 
-# ---- the validation end: the ray_cluster filters --------------------------------------------
+# ---- the validation end: the ray_ports filters ----------------------------------------------
 
 
 def test_filters_speak_the_grammars_words() -> None:

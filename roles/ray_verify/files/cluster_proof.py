@@ -53,9 +53,10 @@ CUDA_LIBRARY = "libcuda.so.1"
 # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR in cuda.h.
 COMPUTE_MAJOR, COMPUTE_MINOR = 75, 76
 PROBE_BYTES = 1 << 20
+NVIDIA_SMI_FIELDS = ["index", "name", "pci.bus_id", "memory.total", "driver_version"]
 NVIDIA_SMI_QUERY = [
     "nvidia-smi",
-    "--query-gpu=index,name,pci.bus_id,memory.total,driver_version",
+    f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}",
     "--format=csv,noheader,nounits",
 ]
 
@@ -79,14 +80,14 @@ class CudaReport(TypedDict, total=False):
     error: str
 
 
-class SmiGpu(TypedDict):
-    """One row of NVIDIA_SMI_QUERY."""
+class SmiReport(TypedDict, total=False):
+    """What nvidia-smi printed for NVIDIA_SMI_QUERY and the fields it asked for; `error` alone
+    when it did not run or failed. The play reads the rows, with the reader every nvidia-smi
+    query shares (plugins/module_utils/nvidia_smi.py), so this script stays one file."""
 
-    index: int
-    name: str
-    bus_id: str
-    memory_mib: int | None
-    driver: str
+    fields: list[str]
+    csv: str
+    error: str
 
 
 class TorchReport(TypedDict, total=False):
@@ -100,11 +101,11 @@ class TorchReport(TypedDict, total=False):
 
 
 class GpuReport(TypedDict):
-    """What the GPU task saw: nvidia_smi is its rows or why they are missing."""
+    """What the GPU task saw."""
 
     cuda_visible_devices: str | None
     cuda: CudaReport
-    nvidia_smi: list[SmiGpu] | str
+    nvidia_smi: SmiReport
     torch: TorchReport | None
 
 
@@ -236,37 +237,18 @@ def _prove_usable(cuda: ctypes.CDLL, handle: ctypes.c_int) -> None:
         cuda.cuDevicePrimaryCtxRelease_v2(handle)
 
 
-def query_nvidia_smi() -> list[SmiGpu] | str:
+def query_nvidia_smi() -> SmiReport:
     """The node's GPUs as nvidia-smi lists them, or why it could not."""
     try:
         done = subprocess.run(
             NVIDIA_SMI_QUERY, capture_output=True, text=True, timeout=60, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"nvidia-smi did not run: {error}"
+        return {"error": f"nvidia-smi did not run: {error}"}
     if done.returncode != 0:
-        return f"nvidia-smi exited {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"
-    return parse_nvidia_smi(done.stdout)
-
-
-def parse_nvidia_smi(text: str) -> list[SmiGpu] | str:
-    """Rows of NVIDIA_SMI_QUERY's output, or the first line that is not one."""
-    gpus: list[SmiGpu] = []
-    for line in filter(str.strip, text.splitlines()):
-        fields = [field.strip() for field in line.split(",")]
-        if len(fields) < 5 or not fields[0].isdigit():
-            return f"unexpected nvidia-smi output: {line.strip()[:200]!r}"
-        *name, bus_id, memory, driver = fields[1:]
-        gpus.append(
-            {
-                "index": int(fields[0]),
-                "name": ", ".join(name),
-                "bus_id": bus_id,
-                "memory_mib": int(memory) if memory.isdigit() else None,
-                "driver": driver,
-            }
-        )
-    return gpus
+        why = (done.stderr or done.stdout).strip()[-300:]
+        return {"error": f"nvidia-smi exited {done.returncode}: {why}"}
+    return {"fields": NVIDIA_SMI_FIELDS, "csv": done.stdout}
 
 
 def probe_torch() -> TorchReport | None:

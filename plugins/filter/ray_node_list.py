@@ -1,0 +1,71 @@
+"""The head's node list (Ray's state API, ray_defaults' read_nodes): which nodes are alive,
+with their GPUs, and which have joined again since Ray restarted on them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def node_rows(reply: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The node rows of ray_nodes_reply, the head's answer to /api/v0/nodes; none where it did
+    not answer with a node list (refused token, dashboard down)."""
+    try:
+        return reply["json"]["data"]["result"]["result"]
+    except (KeyError, TypeError):
+        return []
+
+
+def nodes_not_ready(rows: Iterable[Mapping[str, Any]], wanted: Mapping[str, int]) -> list[str]:
+    """Compare the state API's node rows with {ip: GPUs}; say what is not ready yet."""
+    alive = {row["node_ip"]: row for row in rows if row.get("state") == "ALIVE"}
+    problems = []
+    for address, gpus in sorted(wanted.items()):
+        if address not in alive:
+            problems.append(f"{address}: not alive")
+            continue
+        offered = int(alive[address].get("resources_total", {}).get("GPU", 0))
+        if offered != int(gpus):
+            problems.append(f"{address}: {offered} GPUs, expected {gpus}")
+    return problems
+
+
+def alive_node_ids(rows: Iterable[Mapping[str, Any]], address: str) -> list[str]:
+    """Node ids the state API reports ALIVE at `address` (a restart adds a new one)."""
+    return [
+        str(row["node_id"])
+        for row in rows
+        if row.get("node_ip") == address and row.get("state") == "ALIVE"
+    ]
+
+
+def nodes_not_joined(
+    rows: Iterable[Mapping[str, Any]],
+    hostvars: Mapping[str, Mapping[str, Any]],
+    hosts: Iterable[str],
+) -> list[str]:
+    """Hosts with no ALIVE node id at their address that was not there before Ray stopped.
+
+    One read of the head's node list answers for a whole batch of starting nodes, so the
+    head is asked once per interval, whatever the batch size.
+    """
+    records = list(rows)
+    waiting = []
+    for host in hosts:
+        own = hostvars[host]
+        before = own.get("ray_service_ids_before", [])
+        if not set(alive_node_ids(records, own["ray_node_address"])) - set(before):
+            waiting.append(host)
+    return waiting
+
+
+class FilterModule:
+    """Ansible entry point."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "ray_node_rows": node_rows,
+            "ray_nodes_not_ready": nodes_not_ready,
+            "ray_alive_node_ids": alive_node_ids,
+            "ray_nodes_not_joined": nodes_not_joined,
+        }
