@@ -70,8 +70,15 @@ def test_the_extensions_discovery_goes_through_with_the_token(
                 driver,
             )
             assert worker.port > 0
-            tasks = get(local + DISCOVERY[1])["data"]["result"]["result"]
-            assert any(task["worker_id"] == worker.worker_id for task in tasks)
+            # Task events reach the GCS in batches: the paused worker's task row may come later.
+            wait_for_pauses(
+                lambda: [
+                    task
+                    for task in get(local + DISCOVERY[1])["data"]["result"]["result"]
+                    if task["worker_id"] == worker.worker_id
+                ],
+                driver,
+            )
             for path in DISCOVERY:
                 with pytest.raises(urllib.error.HTTPError) as refused:
                     get(head.dashboard_url + path)
