@@ -4,7 +4,8 @@ Stages run as soon as what they need has passed and what they follow has ended, 
 images build while lint and the unit tests run; the molecule scenarios then run one after
 another: on two cores, two at once took three times as long each (converge 9 min, not 3) and
 both ran past their limits. A stage that fails or runs past its limit is reported, with the
-last Ansible task it printed, and the stages that do not need it go on.
+last Ansible task it printed, and the stages that do not need it go on. The lines that say
+why a stage failed are repeated after the table, where a log cut to its end still shows them.
 Each stage's output goes to artifacts/ci/STAGE.log and, prefixed with its name, to stdout.
 
     python -m tools.ci                 # every stage
@@ -33,6 +34,12 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MOLECULE_ACTION = re.compile(r"\w+ ➜ (\w+): Executing\s*$")
 # Molecule indents the playbook's output and may wrap a long task name: its first line will do.
 ANSIBLE_TASK = re.compile(r"TASK \[([^\]]+)")
+# The lines that say why a stage failed: pytest's summary, Ansible's fatal results, make's and
+# the linters' errors. CI keeps only the end of the output, so they are repeated there.
+WHY = re.compile(r"^(FAILED (?!- RETRYING)|ERROR |fatal: |make: \*\*\*|\S+:\d+:\d*:? |E  )")
+# Molecule frames the playbook's output: "  │ fatal: [head]: ...".
+FRAME = re.compile(r"^\s*│?\s*")
+WHY_LINES = 25
 
 
 @dataclass
@@ -174,6 +181,18 @@ def table(stages: list[Stage], started_at: float) -> str:
     return "\n".join(rows)
 
 
+def why(stage: Stage) -> str:
+    """What a failed stage's log says of its failure: the matching lines, else its tail."""
+    log = LOGS / f"{stage.name}.log"
+    text = ANSI.sub("", log.read_text(errors="replace")) if log.exists() else ""
+    lines = [FRAME.sub("", line).rstrip() for line in text.splitlines()]
+    reasons = [line for line in lines if WHY.match(line)] or lines[-10:]
+    return "\n".join(
+        [f"why {stage.name} {stage.status} ({stage.name}.log):"]
+        + [f"  {line[:300]}" for line in reasons[-WHY_LINES:]]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stages", nargs="*", help="stage names (default: all)")
@@ -192,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     schedule(stages)
     total = time.monotonic() - started_at
     report = f"{table(stages, started_at)}\n{'total':<35}{'':>7}{elapsed(total):>7}\n"
+    report += "".join(
+        f"{why(stage)}\n" for stage in stages if stage.status in ("failed", "timed out")
+    )
     LOGS.mkdir(parents=True, exist_ok=True)
     (LOGS / "stages.txt").write_text(report)
     print(f"\n{report}", end="")

@@ -72,3 +72,33 @@ def test_unknown_stage_names_the_valid_ones(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit):
         ci.main(["nosuch"])
     assert "unknown stage(s) nosuch; valid: setup, images, lint" in capsys.readouterr().err
+
+
+def test_a_failed_stage_says_why_from_its_failure_lines() -> None:
+    script = (
+        "echo 'collected 3 items'; echo '  \u2502 FAILED - RETRYING: [head]: Wait (9 left)';"
+        'echo \'  \u2502 fatal: [head]: FAILED! => {"msg": "no head"}\';'
+        "echo 'FAILED tests/unit/test_x.py::test_y - AssertionError'; exit 1"
+    )
+    ci.schedule([unit := shell("unit", script)])
+    assert ci.why(unit).splitlines() == [
+        "why unit failed (unit.log):",
+        '  fatal: [head]: FAILED! => {"msg": "no head"}',
+        "  FAILED tests/unit/test_x.py::test_y - AssertionError",
+    ]
+
+
+def test_a_failure_without_a_known_line_shows_the_logs_end() -> None:
+    ci.schedule([stage := shell("host", "seq 1 30; exit 2")])
+    assert ci.why(stage).splitlines()[1:] == [f"  {n}" for n in range(21, 31)]
+
+
+def test_main_prints_each_failed_stages_reason_after_the_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stages = [shell("lint", "echo 'roles/x.yml:3:1: [error] bad'; exit 1"), shell("ok", "true")]
+    monkeypatch.setattr(ci, "pipeline", lambda: stages)
+    assert ci.main(["lint", "ok"]) == 1
+    # CI keeps only the end of the output.
+    tail = capsys.readouterr().out.rstrip().splitlines()[-2:]
+    assert tail == ["why lint failed (lint.log):", "  roles/x.yml:3:1: [error] bad"]
