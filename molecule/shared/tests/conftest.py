@@ -140,6 +140,13 @@ def jobs(cluster: Cluster) -> JobSubmissionClient:
     return JobSubmissionClient(cluster.dashboard)
 
 
+def wait_for_log(jobs: JobSubmissionClient, job_id: str, text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in jobs.get_job_logs(job_id):
+        assert time.monotonic() < deadline, f"job {job_id} never printed {text!r}"
+        time.sleep(1)
+
+
 @pytest.fixture
 def submit(jobs: JobSubmissionClient, cluster: Cluster) -> Iterator:
     """Submit a job script from jobs/ with the cluster's runtime_env.yaml; stop it afterwards."""

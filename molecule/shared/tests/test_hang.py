@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import JOBS, Cluster, record
+from conftest import JOBS, Cluster, record, wait_for_log
 from nodes import NODES
 from ray.job_submission import JobSubmissionClient
 from test_runbook import derived, printed, printed_command, run_printed
@@ -86,6 +86,16 @@ def submit_with_the_nccl_profile(cluster: Cluster, *args: str) -> str:
     return found.group(1)
 
 
+def everything_read(cluster: Cluster) -> re.Match[str]:
+    """The runbook's `ray-stacks` line without --job: '(workers) of N workers read on (nodes)
+    nodes in (seconds) s'."""
+    line = printed_command(cluster, r"ray-stacks ")
+    whole = run_printed(cluster, derived(line, line.replace(" --job JOB_ID", "")), timeout=180)
+    read = re.match(r"(\d+) of \d+ workers read on (\d+) nodes in ([\d.]+) s", whole.stdout)
+    assert whole.returncode == 0 and read, whole.stdout + whole.stderr
+    return read
+
+
 def evidence(cluster: Cluster, job_id: str) -> dict[str, bytes]:
     """The runbook's evidence line for the job: every file of the archive it made."""
     line = printed_command(cluster, r"ansible-playbook -i \S+ playbooks/evidence\.yml")
@@ -100,14 +110,14 @@ def evidence(cluster: Cluster, job_id: str) -> dict[str, bytes]:
 
 
 def test_a_hung_job_names_its_odd_rank_and_leaves_its_evidence(
-    cluster: Cluster, jobs: JobSubmissionClient
+    cluster: Cluster, jobs: JobSubmissionClient, submit
 ) -> None:
     first, second = sorted(cluster.worker_ips.values())[:2]
     job_id = submit_with_the_nccl_profile(
         cluster, "hung_allreduce.py", first, second, str(RANKS_PER_NODE)
     )
     try:
-        debugger = hung_job(cluster, jobs, job_id, first, second)
+        debugger = hung_job(cluster, jobs, submit, job_id, first, second)
     finally:
         jobs.stop_job(job_id)
     closes(*debugger)
@@ -168,7 +178,7 @@ def closes(host: str, port: int, timeout: float = 60) -> None:
 
 
 def hung_job(
-    cluster: Cluster, jobs: JobSubmissionClient, job_id: str, first: str, second: str
+    cluster: Cluster, jobs: JobSubmissionClient, submit, job_id: str, first: str, second: str
 ) -> tuple[str, int]:
     odd_ip, odd_pid = odd_rank(jobs, job_id)
     assert odd_ip == second
@@ -196,12 +206,16 @@ def hung_job(
     assert text.stdout.startswith(f"{2 * RANKS_PER_NODE} of {2 * RANKS_PER_NODE} workers read"
                                   " on 2 nodes"), text.stdout  # fmt: skip
     assert f"1 worker (odd one out)\n    {second} pid {odd_pid} rank_step" in text.stdout
-    # Every worker of the cluster at once, without --job: its own timing, for the record.
-    line = printed_command(cluster, r"ray-stacks ")
-    whole = run_printed(cluster, derived(line, line.replace(" --job JOB_ID", "")), timeout=180)
-    read = re.match(r"(\d+) of \d+ workers read on (\d+) nodes in ([\d.]+) s", whole.stdout)
-    assert whole.returncode == 0 and read, whole.stdout + whole.stderr
-    assert int(read.group(1)) >= 2 * RANKS_PER_NODE, whole.stdout
+    # Every worker of the cluster at once, without --job, with two more busy workers on every
+    # node: its own timing, for the record.
+    nodes = [cluster.head_ip, *cluster.worker_ips.values()]
+    wait_for_log(jobs, submit("long_running.py", *nodes * 2), "RUNNING")
+    workers, read = 2 * RANKS_PER_NODE + 2 * len(nodes), everything_read(cluster)
+    deadline = time.monotonic() + 120
+    while int(read.group(1)) < workers or int(read.group(2)) < len(nodes):
+        assert time.monotonic() < deadline, f"never {workers} workers on {nodes}: {read.string}"
+        time.sleep(2)
+        read = everything_read(cluster)
     record(
         cluster,
         f"ray-stacks, every worker: {read.group(1)} on {read.group(2)} nodes",

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from bounded import PLAYBOOK_LIMIT_S, run_until_cut
-from conftest import PROJECT, Cluster, record, run_playbook
+from conftest import PROJECT, Cluster, record, run_playbook, wait_for_log
 from nodes import GPU_WORKER, NODES
-from ray.job_submission import JobStatus, JobSubmissionClient
+from ray.job_submission import JobStatus
 from test_data_path import STAND_IN_GPUS
 from test_debugger import ROUND_TRIPS
 from test_hang import a_waiting_rank_debugged
@@ -150,13 +150,6 @@ def runs_in(host, mode: str) -> bool:
         "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value ray)/environ"
     ).splitlines()
     return all(f"{name}={value}" in environment for name, value in MODE_ENV[mode].items())
-
-
-def wait_for_log(jobs: JobSubmissionClient, job_id: str, text: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in jobs.get_job_logs(job_id):
-        assert time.monotonic() < deadline, f"job {job_id} never printed {text!r}"
-        time.sleep(1)
 
 
 def drain_messages(host, since: str) -> list[str]:

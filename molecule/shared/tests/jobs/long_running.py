@@ -1,4 +1,4 @@
-"""Keep a task busy on the given node until the job is stopped."""
+"""Keep a task busy on each given node (an address may repeat) until the job is stopped."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def busy() -> None:
 
 if __name__ == "__main__":
     ray.init()
-    task = on_node(sys.argv[1], busy).remote()
+    # No CPU: they only have to be there, beside whatever else the node runs.
+    tasks = [on_node(ip, busy, num_cpus=0).remote() for ip in sys.argv[1:]]
     print("RUNNING", flush=True)
-    ray.get(task)
+    ray.get(tasks)
