@@ -53,7 +53,7 @@ def nodes_not_joined(
     waiting = []
     for host in hosts:
         own = hostvars[host]
-        before = own.get("ray_service_ids_before", [])
+        before = own.get("__ray_service_ids_before", [])
         if not set(alive_node_ids(records, own["ray_node_address"])) - set(before):
             waiting.append(host)
     return waiting

@@ -120,8 +120,8 @@ def test_nodes_not_joined_waits_for_a_new_id_at_each_address() -> None:
         {"node_ip": "10.0.0.3", "state": "ALIVE", "node_id": "kept"},
     ]
     hostvars = {
-        "restarted": {"ray_node_address": "10.0.0.2", "ray_service_ids_before": ["old"]},
-        "not_back_yet": {"ray_node_address": "10.0.0.3", "ray_service_ids_before": ["kept"]},
+        "restarted": {"ray_node_address": "10.0.0.2", "__ray_service_ids_before": ["old"]},
+        "not_back_yet": {"ray_node_address": "10.0.0.3", "__ray_service_ids_before": ["kept"]},
         "never_stopped": {"ray_node_address": "10.0.0.3"},
         "missing": {"ray_node_address": "10.0.0.4"},
     }
