@@ -9,7 +9,7 @@ SANDBOX_INVENTORY := artifacts/ray-sandbox/hosts.yml
 # `make probe`: any cluster's inventory; the sandbox's by default.
 INVENTORY ?= $(SANDBOX_INVENTORY)
 
-.PHONY: setup image images lint unit host molecule sandbox test clean up down probe evidence bench docs \
+.PHONY: setup image images lint controller host molecule sandbox test clean up down probe evidence bench docs \
 	needs-venv needs-docker needs-scans needs-rsync needs-gcc
 
 setup: $(VENV)/.installed
@@ -66,8 +66,8 @@ lint: setup
 
 # Both cores; a test stuck past its limit fails alone and the run goes on. A module marked
 # with an xdist_group runs on one worker, so its module-scoped fixtures are made once.
-unit: setup needs-gcc
-	pytest -n 2 --dist loadgroup --timeout 300 tests/unit
+controller: setup needs-gcc
+	pytest -n 2 --dist loadgroup --timeout 300 tests/unit tests/integration tests/policy
 
 # tools/prerequisites.sh's apt path, as root in a bare Debian 12 container.
 host: setup image

@@ -2,7 +2,7 @@
 
 Both show commands as indented code blocks. Tests run them by their text, so a command cannot
 change in the docs without its test running the new text. COVERAGE names, for each command,
-the test that runs it; tests/unit/test_doc_commands.py fails on a command the docs print that
+the test that runs it; tests/policy/test_doc_commands.py fails on a command the docs print that
 no entry covers, and on an entry whose test does not exist.
 
 And a test must still run what it claims: where a test runs a documented command (or one it
@@ -103,7 +103,7 @@ class Covered:
         return re.match(self.pattern, text) is not None
 
 
-UNIT = "tests/unit/test_doc_commands.py"
+POLICY = "tests/policy/test_doc_commands.py"
 MOLECULE = "molecule/shared/tests"
 SANDBOX_JOB = "tests/sandbox/test_make_up.py::test_readme_debugs_a_job"
 
@@ -128,9 +128,9 @@ README = [
         "tests/sandbox/test_make_up.py::test_readme_collective_check",
     ),
     Covered(
-        r"python3 -m venv \.venv|\. \.venv/bin/activate$", f"{UNIT}::test_setup_is_the_readmes"
+        r"python3 -m venv \.venv|\. \.venv/bin/activate$", f"{POLICY}::test_setup_is_the_readmes"
     ),
-    Covered(r"cp -r inventory/sample ", f"{UNIT}::test_sample_inventory"),
+    Covered(r"cp -r inventory/sample ", f"{POLICY}::test_sample_inventory"),
     Covered(
         r"ansible-playbook -i inventory/mycluster/hosts.yml cluster-up.yml -e debug_mode=",
         f"{MOLECULE}/test_mode_switch.py::test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode",
@@ -147,7 +147,7 @@ README = [
         r"ansible-playbook -i inventory/mycluster/hosts.yml cluster-up.yml --tags ",
         f"{MOLECULE}/test_tags.py::test_a_tagged_run_repairs_its_slice_and_restarts_nothing",
     ),
-    Covered(r"make test$", f"{UNIT}::test_ci_runs_make_test"),
+    Covered(r"make test$", f"{POLICY}::test_ci_runs_make_test"),
     # The collection's way in: the online scenario's converge runs these from outside.
     Covered(
         r"ansible-galaxy collection (build|install) |"

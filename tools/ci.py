@@ -1,7 +1,7 @@
 """`make test`: every stage of the suite under its own time limit, then a table of wall times.
 
 Stages run as soon as what they need has passed and what they follow has ended, so the node
-images build while lint and the unit tests run; the molecule scenarios then run one after
+images build while lint and the controller's tests run; the molecule scenarios then run one after
 another: on two cores, two at once took three times as long each (converge 9 min, not 3) and
 both ran past their limits. A stage that fails or runs past its limit is reported, with the
 last Ansible task it printed, and the stages that do not need it go on. The lines that say
@@ -9,7 +9,7 @@ why a stage failed are repeated after the table, where a log cut to its end stil
 Each stage's output goes to artifacts/ci/STAGE.log and, prefixed with its name, to stdout.
 
     python -m tools.ci                 # every stage
-    python -m tools.ci lint unit       # these stages alone (their needs must pass first)
+    python -m tools.ci lint controller # these stages alone (their needs must pass first)
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def make(target: str) -> list[str]:
 
 
 def scenario(name: str, limit_s: int, follows: tuple[str, ...]) -> Stage:
-    """A molecule scenario, after the stage before it whatever its result: one failed unit
-    test or scenario still leaves the other scenarios' verdicts to be had."""
+    """A molecule scenario, after the stage before it whatever its result: one failed
+    controller test or scenario still leaves the other scenarios' verdicts to be had."""
     return Stage(name, make(f"scenario-{name}"), limit_s, ("setup", "images"), follows)
 
 
@@ -76,9 +76,9 @@ def pipeline() -> list[Stage]:
         Stage("images", make("images"), 1200),
         Stage("lint", make("lint"), 600, ("setup",)),
         # Not beside lint: on two cores the pair took as long as the two in turn, and Ray
-        # heads the unit tests start had 30 s to register under that load.
-        Stage("unit", make("unit"), 1200, ("setup",), ("lint",)),
-        Stage("host", make("host"), 900, ("setup", "images"), ("unit",)),
+        # heads the integration tests start had 30 s to register under that load.
+        Stage("controller", make("controller"), 1200, ("setup",), ("lint",)),
+        Stage("host", make("host"), 900, ("setup", "images"), ("controller",)),
         scenario("post_mortem", 1500, ("host",)),
         scenario("online", 1500, ("post_mortem",)),
         scenario("faults", 1500, ("online",)),
@@ -89,7 +89,7 @@ def pipeline() -> list[Stage]:
             "doc-commands",
             ["python3", "tests/doc_commands.py", "--all-stages"],
             60,
-            follows=("lint", "unit", "post_mortem", "online", "faults", "sandbox"),
+            follows=("lint", "controller", "post_mortem", "online", "faults", "sandbox"),
         ),
     ]
 

@@ -19,7 +19,7 @@ declare -A NEEDS=(
   # The runbook's state API command pipes curl into python3 (molecule's test_runbook.py runs
   # it as printed).
   [curl]="command -v curl|curl"
-  # The unit tests build a stand-in libcuda.so.1 (tests/unit/test_gpu_proof_with_a_driver.py).
+  # The unit tests build a stand-in libcuda.so.1 (tests/integration/test_gpu_proof_with_a_driver.py).
   [gcc]="command -v gcc|gcc"
 )
 

@@ -1,6 +1,6 @@
 """Write docs/roles.md, every role's variables, from the roles' meta/argument_specs.yml (the
 types, choices and descriptions validation enforces) and defaults/main.yml (the values a
-role falls back to). `make docs` runs it; tests/unit/test_role_docs.py fails when the page
+role falls back to). `make docs` runs it; tests/policy/test_role_docs.py fails when the page
 is stale."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The test ids each molecule scenario's verify collects, kept in molecule/SCENARIO/test-ids.txt.
 
-tests/unit/test_scenario_ids.py fails when a scenario's collection and its list differ, so a
+tests/policy/test_scenario_ids.py fails when a scenario's collection and its list differ, so a
 change that drops a check from a scenario shows in the diff of that list, where its commit
 must say why. Collection needs no cluster: the hosts come from the shared molecule config,
 named as the scenario's nodes.env names them.

@@ -10,7 +10,7 @@ The docker piece is left out: after installing docker.io the script starts docke
 needs privileges (cgroups, mounts, iptables) a plain container lacks, and a privileged one
 would test Docker in Docker, not apt.
 
-Needs Docker and the network; not part of the fast unit run (`pytest tests/unit`).
+Needs Docker and the network; not part of the controller's tests (`make controller`).
 """
 
 from __future__ import annotations

@@ -3,53 +3,20 @@ another's, every port is pinned from the one table, and per-node values stay per
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.doc_commands import commands
+from tests.render import TEMPLATES, render
 
 # Its module-scoped fixtures render once: every test of the module on one xdist worker.
 pytestmark = pytest.mark.xdist_group("test_templates")
 
 PROJECT = Path(__file__).resolve().parents[2]
-TEMPLATES = [
-    "ray_service/templates/ray.service.j2",
-    "ray_service/templates/ray.env.j2",
-    "ray_service/templates/profile.sh.j2",
-    "ray_firewall/templates/firewall.nft.j2",
-    "wheelhouse/templates/ray-wheelhouse.service.j2",
-    "runbook/templates/RUNBOOK.md.j2",
-]
 MODES = ["post_mortem", "legacy", "off"]
 PORTS = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())["ray_ports"]
-
-
-def render(out: Path, **variables: object) -> Path:
-    """Render the templates into out/MODE/NAME, with `variables` over the playbook's."""
-    run = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(PROJECT / "tests/unit/inventory/render.yml"),
-            str(PROJECT / "tests/unit/playbooks/render_templates.yml"),
-            "-e",
-            json.dumps({"render_dir": str(out), "render_templates": TEMPLATES, **variables}),
-        ],
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    for path, text in json.loads((out / "rendered.json").read_text()).items():
-        (out / path).parent.mkdir(exist_ok=True)
-        (out / path).write_text(text)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -182,10 +149,10 @@ def test_runbook_from_the_collection_prints_only_what_runs_there(
     from_collection = commands(runbook)
     assert any("playbooks/debug_probe.yml" in command for command in from_checkout)
     assert [command for command in from_collection if "playbooks/" in command] == []
-    beside_inventory = f"{PROJECT}/tests/unit/inventory/artifacts/"
+    beside_inventory = f"{PROJECT}/tests/integration/inventory/artifacts/"
     assert any(beside_inventory in command for command in from_collection)
     assert [
-        command.replace(f"{PROJECT}/tests/unit/artifacts/", beside_inventory)
+        command.replace(f"{PROJECT}/tests/integration/artifacts/", beside_inventory)
         for command in from_checkout
         if "playbooks/" not in command
     ] == from_collection

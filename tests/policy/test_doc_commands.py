@@ -10,16 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_templates import render
+
+from tests.render import render
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import doc_commands
 from doc_commands import (
     NOT_RUN,
+    POLICY,
     PROJECT,
     README,
     RUNBOOK,
-    UNIT,
     Check,
     Covered,
     alternatives,
@@ -190,7 +191,7 @@ def test_every_test_a_document_names_exists() -> None:
 def test_a_test_file_cited_in_the_wrong_directory_is_not_found() -> None:
     assert is_cited("molecule/shared/tests/test_auth.py", "test_auth.py")
     assert is_cited("molecule/shared/tests/test_auth.py", "molecule/shared/tests/test_auth.py")
-    assert not is_cited("tests/unit/test_probe.py", "tests/sandbox/test_probe.py")
+    assert not is_cited("tests/integration/test_probe.py", "tests/sandbox/test_probe.py")
     assert not is_cited("tests/unit/my_test_probe.py", "test_probe.py")
 
 
@@ -288,4 +289,4 @@ def test_a_run_is_recorded_with_its_document_and_the_stack(
     ]
     assert record["documented"] == "ray-breakpoints --head 10.0.0.1"
     assert record["ran"] == "ray-breakpoints --head 10.9.9.9 --json"
-    assert f"{UNIT}::test_a_run_is_recorded_with_its_document_and_the_stack" in record["frames"]
+    assert f"{POLICY}::test_a_run_is_recorded_with_its_document_and_the_stack" in record["frames"]

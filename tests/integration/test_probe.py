@@ -2,7 +2,7 @@
 
 On a shared cluster another job may be paused on the node the probe checks; attaching to that
 pause would release someone else's task. The fakes stand in for the job client and for the
-pause listings (shaped like tests/unit/fixtures), then a real head checks the state API query.
+pause listings (shaped like tests/fixtures), then a real head checks the state API query.
 """
 
 import json

@@ -1,7 +1,7 @@
 """ray-breakpoints: parsing and formatting against captured Ray answers, then real heads.
 
 The fixtures are raw answers of a real Ray 2.60 head, written by
-tests/unit/fixtures/capture_ray_responses.py (its docstring says how to rerun it).
+tests/fixtures/capture_ray_responses.py (its docstring says how to rerun it).
 """
 
 import io
@@ -35,7 +35,7 @@ from ray_debug_tools.pauses import (
     paused_workers_from_rows,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def fixture(name: str) -> Any:

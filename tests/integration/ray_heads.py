@@ -1,6 +1,6 @@
 """Real local Ray heads and drivers that pause a task, shared by the ray_debug_tools tests.
 
-The tests import this as `ray_heads` (pytest puts tests/unit on sys.path); the fixture
+The tests import this as `ray_heads` (pytest puts tests/integration on sys.path); the fixture
 capture script adds the folder itself.
 """
 

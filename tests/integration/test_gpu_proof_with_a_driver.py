@@ -19,7 +19,7 @@ import ray_gpu_proof as filters
 from cluster_proof import NVIDIA_SMI_FIELDS
 
 PROJECT = Path(__file__).resolve().parents[2]
-STUB = PROJECT / "tests/unit/fixtures/libcuda_stub.c"
+STUB = PROJECT / "tests/fixtures/libcuda_stub.c"
 H100 = "NVIDIA H100 80GB HBM3"
 
 
