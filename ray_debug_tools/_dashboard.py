@@ -1,9 +1,11 @@
-"""The head's dashboard, read with the cluster token where auth is on."""
+"""The head's dashboard, read with the cluster token where auth is on: the one way the
+operator commands read it (its JSON routes and the state API's rows)."""
 
 from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -32,3 +34,19 @@ def dashboard_get(url: str, timeout: float) -> Any:
         raise RuntimeError(f"{url} answered HTTP {exc.code} {exc.reason}") from exc
     except (urllib.error.URLError, TimeoutError) as exc:
         raise RayDebugConnectionError(f"{url} unreachable: {exc}") from exc
+
+
+def state_api_rows(
+    url: str,
+    timeout: float,
+    filters: list[tuple[str, str, str]] | None = None,
+) -> list[dict[str, Any]]:
+    # The state API truncates to 100 rows by default; 10000 is its server-side maximum.
+    query = [("detail", "1"), ("limit", "10000")]
+    # The server zips repeated filter_keys/filter_predicates/filter_values in order.
+    for key, predicate, value in filters or []:
+        query += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+    payload = dashboard_get(f"{url}?{urllib.parse.urlencode(query)}", timeout)
+    if not payload.get("result"):
+        raise RuntimeError(f"state API {url} failed: {payload.get('msg')}")
+    return payload["data"]["result"]["result"]

@@ -9,7 +9,6 @@ Formatting them is pause_views.py's; the commands (finder.py, probe.py) only cho
 import json
 import re
 import time
-import urllib.parse
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -17,7 +16,7 @@ from typing import Any, Literal
 from ray._raylet import GcsClient
 from ray.exceptions import RayError
 
-from ray_debug_tools._dashboard import dashboard_get
+from ray_debug_tools._dashboard import state_api_rows
 from ray_debug_tools._net import RayDebugConnectionError, open_tcp
 from ray_debug_tools.endpoints import Endpoints
 
@@ -151,22 +150,6 @@ def legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:
         worker_id=data.get("worker_id", ""),
         actor_id=data.get("actor_id"),
     )
-
-
-def state_api_rows(
-    url: str,
-    timeout: float,
-    filters: list[tuple[str, str, str]] | None = None,
-) -> list[dict[str, Any]]:
-    # The state API truncates to 100 rows by default; 10000 is its server-side maximum.
-    query = [("detail", "1"), ("limit", "10000")]
-    # The server zips repeated filter_keys/filter_predicates/filter_values in order.
-    for key, predicate, value in filters or []:
-        query += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
-    payload = dashboard_get(f"{url}?{urllib.parse.urlencode(query)}", timeout)
-    if not payload.get("result"):
-        raise RuntimeError(f"state API {url} failed: {payload.get('msg')}")
-    return payload["data"]["result"]["result"]
 
 
 # ---- every pause as one record -------------------------------------------------------------
