@@ -7,7 +7,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, NamedTuple
 
 from ray._private.authentication.http_token_authentication import (
     get_auth_headers_if_auth_enabled,
@@ -50,3 +50,27 @@ def state_api_rows(
     if not payload.get("result"):
         raise RuntimeError(f"state API {url} failed: {payload.get('msg')}")
     return payload["data"]["result"]["result"]
+
+
+class JobIds(NamedTuple):
+    """A job's two names: the submission id (`ray job submit` prints it; none for a driver
+    started by hand) and the Ray job id (hex; none until the driver has connected)."""
+
+    submission_id: str | None
+    job_id: str | None
+
+    @property
+    def known(self) -> list[str]:
+        return [value for value in self if value]
+
+
+def job_ids(dashboard: str, job: str, timeout: float) -> JobIds:
+    """Both ids of `job`, given either (what `ray job submit` printed, or what `ray list jobs`
+    and `verl-debug stacks` show); LookupError names the cluster's jobs if it has no such job."""
+    jobs: list[dict[str, Any]] = dashboard_get(f"{dashboard.rstrip('/')}/api/jobs/", timeout)
+    for each in jobs:
+        ids = JobIds(each.get("submission_id") or None, each.get("job_id") or None)
+        if job in ids:
+            return ids
+    known = ", ".join(sorted(str(each.get("submission_id") or each.get("job_id")) for each in jobs))
+    raise LookupError(f"no job {job!r} on this cluster; its jobs: {known or 'none'}")

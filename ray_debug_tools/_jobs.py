@@ -15,9 +15,9 @@ import yaml
 from ray.job_submission import JobSubmissionClient
 
 
-def cluster_parser(description: str | None) -> argparse.ArgumentParser:
+def cluster_parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     """A parser with what every check run from the controller needs: where the cluster is."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--head", required=True, help="the head's Ray address")
     parser.add_argument("--nodes", nargs="+", required=True, metavar="NAME=IP")
     parser.add_argument("--runtime-env", type=Path, required=True, help="the cluster's file")

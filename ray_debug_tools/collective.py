@@ -74,7 +74,7 @@ def parse_env(values: list[str], names: dict[str, str]) -> dict[str, dict[str, s
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    parser = cluster_parser(__doc__)
+    parser = cluster_parser("verl-debug collective", __doc__)
     parser.add_argument("--timeout", type=float, default=60, help="seconds for a group to form")
     parser.add_argument("--size-mb", type=int, default=16, help="all-reduce size per rank")
     parser.add_argument(
@@ -114,7 +114,3 @@ def main(argv: list[str] | None = None) -> int:
     for result in failed:
         print(f"FAILED {likely_cause(result, names, args.timeout)}")
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

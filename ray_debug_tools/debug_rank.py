@@ -1,11 +1,11 @@
-"""`ray-debug-rank NODE_IP PID`: open the cluster's debugger in one running worker, the hung
-rank that `ray-stacks` named, without restarting it.
+"""`verl-debug rank NODE_IP PID`: open the cluster's debugger in one running worker, the hung
+rank that `verl-debug stacks` named, without restarting it.
 
 The worker's main thread may be blocked in C (a collective waiting for a rank that never
 comes); the debugger reads its Python frames from beside it. In post_mortem the worker opens
-debugpy in the cluster's debugger port range and counts as paused: `ray-breakpoints` lists
+debugpy in the cluster's debugger port range and counts as paused: `verl-debug breakpoints` lists
 it, `--vscode N` prints its launch.json. In legacy it opens Ray's remote pdb: `ray debug` and
-`ray-breakpoints --attach N` list and attach it. In debug_mode=off it refuses. The request
+`verl-debug breakpoints --attach N` list and attach it. In debug_mode=off it refuses. The request
 goes through the head's dashboard as a job (token auth as Ray's own clients do it, no SSH);
 a task on the worker's node asks it, as the Ray service's user.
 """
@@ -19,22 +19,15 @@ import urllib.error
 from ray.job_submission import JobSubmissionClient
 
 from ray_debug_tools._jobs import run_report_job
-from ray_debug_tools.endpoints import DASHBOARD_PORT
+from ray_debug_tools.endpoints import dashboard_parser, dashboard_url
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ray-debug-rank",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--head", help=f"head host (dashboard :{DASHBOARD_PORT})")
-    where.add_argument("--dashboard", help="dashboard URL, e.g. http://HOST:8265")
-    parser.add_argument("node_ip", help="the worker's node, as ray-stacks names it")
-    parser.add_argument("pid", type=int, help="the worker's pid, as ray-stacks names it")
+    parser = dashboard_parser("verl-debug rank", __doc__)
+    parser.add_argument("node_ip", help="the worker's node, as verl-debug stacks names it")
+    parser.add_argument("pid", type=int, help="the worker's pid, as verl-debug stacks names it")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait in all")
     return parser
 
@@ -43,28 +36,28 @@ def attach_hint(mode: str, finder: str) -> str:
     """How to attach, with the finder pointed where this command was (`finder`: its flags)."""
     if mode == "post_mortem":
         return (
-            f"It waits for a debugger: `ray-breakpoints {finder}` lists it,"
+            f"It waits for a debugger: `verl-debug breakpoints {finder}` lists it,"
             " `--vscode N` prints its launch.json for VS Code."
         )
     return (
-        f"It waits for pdb: `ray-breakpoints {finder}` lists it, `--attach N` opens it here;"
+        f"It waits for pdb: `verl-debug breakpoints {finder}` lists it, `--attach N` opens it here;"
         " `ray debug` on the head lists it too."
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    dashboard = args.dashboard or f"http://{args.head}:{DASHBOARD_PORT}"
+    dashboard = dashboard_url(args)
     finder = f"--head {args.head}" if args.head else f"--dashboard {dashboard} --gcs HEAD:6379"
     config = {"node_ip": args.node_ip, "pid": args.pid}
     try:
         client = JobSubmissionClient(dashboard)
         reply = run_report_job(client, "debug_rank_job.py", config, {}, args.timeout)
     except (ConnectionError, urllib.error.URLError, RuntimeError, TimeoutError) as exc:
-        print(f"ray-debug-rank: error: {exc}", file=sys.stderr)
+        print(f"verl-debug rank: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if "error" in reply:
-        print(f"ray-debug-rank: pid {args.pid} on {args.node_ip}: {reply['error']}",
+        print(f"verl-debug rank: pid {args.pid} on {args.node_ip}: {reply['error']}",
               file=sys.stderr)  # fmt: skip
         return EXIT_ERROR
     again = " (already open)" if reply.get("already_open") else ""
@@ -74,7 +67,3 @@ def main(argv: list[str] | None = None) -> int:
         + attach_hint(reply["mode"], finder)
     )
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

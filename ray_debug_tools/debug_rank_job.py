@@ -1,4 +1,4 @@
-"""The job `ray-debug-rank` submits: from a task on the worker's node, it asks the worker to
+"""The job `verl-debug rank` submits: from a task on the worker's node, it asks the worker to
 open its debugger (ray_debug_on_demand.request, installed with the node's debug hooks) and
 prints the answer as `DEBUG_RANK {json}`.
 

@@ -2,9 +2,9 @@
 
 The ray_evidence role (playbooks/evidence.yml, `make evidence`) runs these on the controller:
 
-    python -m ray_debug_tools.evidence job --head H --dashboard-port P --job ID
+    verl-debug evidence job --head H --dashboard-port P --job ID
         the job's submission id and Ray job id, as JSON (its log files carry one or the other)
-    python -m ray_debug_tools.evidence assemble --staging DIR --nodes NODES.json --out-dir DIR
+    verl-debug evidence assemble --staging DIR --nodes NODES.json --out-dir DIR
         one tar.gz of every node's part under its name, with index.json and INDEX.md
 """
 
@@ -20,24 +20,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ray_debug_tools._dashboard import dashboard_get
+from ray_debug_tools._dashboard import job_ids
 from ray_debug_tools._net import RayDebugConnectionError
 
 # Exit codes of `job` the role tells apart: an unknown job stops the run, a silent head not.
 UNKNOWN_JOB = 2
 NO_ANSWER = 3
-
-
-def job_ids(dashboard: str, job: str, timeout: float) -> list[str]:
-    """The submission id and Ray job id of `job`, given either (what `ray job submit` printed,
-    or what `ray list jobs` and ray-stacks show)."""
-    jobs: list[dict[str, Any]] = dashboard_get(f"{dashboard.rstrip('/')}/api/jobs/", timeout)
-    for each in jobs:
-        ids = [each.get("submission_id"), each.get("job_id")]
-        if job in ids:
-            return [str(value) for value in ids if value]
-    known = ", ".join(sorted(str(each.get("submission_id") or each.get("job_id")) for each in jobs))
-    raise LookupError(f"no job {job!r} on this cluster; its jobs: {known or 'none'}")
 
 
 def node_entry(result: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +107,9 @@ def summary(out: Path, nodes: dict[str, Any]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="verl-debug evidence", description=__doc__.splitlines()[0]
+    )
     steps = parser.add_subparsers(dest="step", required=True)
     job = steps.add_parser("job", help="a job's submission id and Ray job id, as JSON")
     job.add_argument("--head", required=True)
@@ -139,12 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.step == "job":
+        dashboard = f"http://{args.head}:{args.dashboard_port}"
         try:
-            print(
-                json.dumps(
-                    job_ids(f"http://{args.head}:{args.dashboard_port}", args.job, args.timeout)
-                )
-            )
+            print(json.dumps(job_ids(dashboard, args.job, args.timeout).known))
         except LookupError as error:
             print(error, file=sys.stderr)
             return UNKNOWN_JOB
@@ -158,7 +145,3 @@ def main(argv: list[str] | None = None) -> int:
     out = assemble(args.staging, nodes, args.out_dir, meta)
     print("\n".join(summary(out, nodes)))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

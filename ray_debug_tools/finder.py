@@ -1,4 +1,4 @@
-"""`ray-breakpoints`: list the tasks paused in a Ray debugger and attach to one.
+"""`verl-debug breakpoints`: list the tasks paused in a Ray debugger and attach to one.
 
 Runs on an operator's machine that is not a Ray node. Legacy pdb pauses come from the GCS
 registry that `ray debug` reads; debugpy pauses (post-mortem crashes and breakpoint() with
@@ -72,7 +72,7 @@ def _copy_output(sock: socket.socket, stdout: TextIO) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ray-breakpoints",
+        prog="verl-debug breakpoints",
         description="List Ray tasks paused in a debugger (legacy pdb or debugpy) and attach.",
         epilog="Listing never attaches; attaching is what uses up a pause. On a cluster with "
         "token auth, set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH (or RAY_AUTH_TOKEN), "
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.attach is not None:
             return _attach(pauses, args.attach, args.timeout, _command(args))
     except (RayDebugConnectionError, RuntimeError) as exc:
-        print(f"ray-breakpoints: error: {exc}", file=sys.stderr)
+        print(f"verl-debug breakpoints: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if args.json:
         print(pauses_json(pauses))
@@ -150,14 +150,19 @@ def _command(args: argparse.Namespace) -> str:
     flags = [("--head", args.head), ("--dashboard", args.dashboard), ("--gcs", args.gcs)]
     if args.mode != "auto":
         flags.append(("--mode", args.mode))
-    return " ".join(["ray-breakpoints", *(f"{flag} {value}" for flag, value in flags if value)])
+    return " ".join(
+        ["verl-debug breakpoints", *(f"{flag} {value}" for flag, value in flags if value)]
+    )
 
 
 def _pick(pauses: list[Pause], number: int) -> Pause | None:
     if 1 <= number <= len(pauses):
         return pauses[number - 1]
     valid = f": {number_spans(range(1, len(pauses) + 1))}" if pauses else ""
-    print(f"ray-breakpoints: no pause #{number} ({len(pauses)} paused now{valid})", file=sys.stderr)
+    print(
+        f"verl-debug breakpoints: no pause #{number} ({len(pauses)} paused now{valid})",
+        file=sys.stderr,
+    )
     return None
 
 
@@ -170,8 +175,8 @@ def _print_vscode(
         debugpy = [p.number for p in pauses if p.mode != LEGACY]
         valid = f" (debugpy pauses: {number_spans(debugpy)})" if debugpy else ""
         print(
-            f"ray-breakpoints: #{number} is a legacy pdb pause, which VS Code cannot attach to; "
-            f"open it with: {command} --attach {number}{valid}",
+            f"verl-debug breakpoints: #{number} is a legacy pdb pause, which VS Code cannot "
+            f"attach to; open it with: {command} --attach {number}{valid}",
             file=sys.stderr,
         )
         return EXIT_WRONG_KIND
@@ -185,19 +190,15 @@ def _attach(pauses: list[Pause], number: int, timeout: float, command: str) -> i
         return EXIT_ERROR
     if pause.mode != LEGACY:
         print(
-            f"ray-breakpoints: #{number} waits in debugpy, not pdb; attach VS Code with: "
+            f"verl-debug breakpoints: #{number} waits in debugpy, not pdb; attach VS Code with: "
             f"{command} --vscode {number} > .vscode/launch.json",
             file=sys.stderr,
         )
         return EXIT_WRONG_KIND
     print(
-        f"ray-breakpoints: attaching to #{number} {pause.name} at {pause.address} "
+        f"verl-debug breakpoints: attaching to #{number} {pause.name} at {pause.address} "
         "(c continues the task, Ctrl-D quits it)",
         file=sys.stderr,
     )
     attach_pdb(pause, timeout, sys.stdin, sys.stdout)
     return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@ every request: the Ray Distributed Debugger extension and a browser then use the
 http://127.0.0.1:8265 with token auth still on at the head.
 
     export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/path/to/artifacts/CLUSTER/auth_token
-    ray-dashboard-forward --head 10.0.0.10      # then add 127.0.0.1:8265 to the extension
+    verl-debug forward --head 10.0.0.10      # then add 127.0.0.1:8265 to the extension
 
 It listens on loopback alone and passes on each request's method, path, query and body; it
 drops the client's own credentials and hop-by-hop headers, and adds the token. Whoever can
@@ -24,7 +24,7 @@ from ray._private.authentication.http_token_authentication import (
     get_auth_headers_if_auth_enabled,
 )
 
-from ray_debug_tools.endpoints import DASHBOARD_PORT, resolve_endpoints
+from ray_debug_tools.endpoints import DASHBOARD_PORT, dashboard_parser, dashboard_url
 
 LOOPBACK = "127.0.0.1"
 # Hop-by-hop headers (RFC 9110, 7.6.1) end at this forwarder; the client's own credentials
@@ -78,10 +78,7 @@ def forwarding_handler(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ray-dashboard-forward", description=__doc__)
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--head", help="the head's address (its dashboard on port 8265)")
-    target.add_argument("--dashboard", help="the dashboard's URL, e.g. http://10.0.0.10:8265")
+    parser = dashboard_parser("verl-debug forward", __doc__)
     parser.add_argument(
         "--port", type=int, default=DASHBOARD_PORT, help="loopback port to serve on (8265)"
     )
@@ -91,11 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    upstream = resolve_endpoints(args.head, args.dashboard, None).dashboard
+    upstream = dashboard_url(args)
     token_headers = get_auth_headers_if_auth_enabled({})
     if not token_headers:
         print(
-            "ray-dashboard-forward: no cluster token to add: set RAY_AUTH_MODE=token and "
+            "verl-debug forward: no cluster token to add: set RAY_AUTH_MODE=token and "
             "RAY_AUTH_TOKEN_PATH to the cluster's token file (see the runbook); a cluster "
             "without token auth needs no forwarder",
             file=sys.stderr,
@@ -104,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = forwarding_handler(str(upstream), token_headers, args.timeout)
     server = http.server.ThreadingHTTPServer((LOOPBACK, args.port), handler)
     print(
-        f"ray-dashboard-forward: http://{LOOPBACK}:{args.port} -> {upstream}, with the token",
+        f"verl-debug forward: http://{LOOPBACK}:{args.port} -> {upstream}, with the token",
         file=sys.stderr,
         flush=True,
     )
@@ -115,7 +112,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.server_close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -123,14 +123,12 @@ def worker_tasks(dashboard_url: str, worker_id: str, timeout: float = 10.0) -> l
     return state_api_rows(url, timeout, filters=filters)
 
 
-def job_running_tasks(
-    dashboard_url: str, job_id: str, timeout: float = 10.0
-) -> list[dict[str, Any]]:
-    """Raw rows of `GET /api/v0/tasks?detail=1` for the running tasks of one job (hex job id)."""
+def job_workers(dashboard_url: str, job_id: str, timeout: float = 10.0) -> set[str]:
+    """The ids of the workers running a task of one job (hex job id), from the state API."""
     url = f"{dashboard_url.rstrip('/')}/api/v0/tasks"
     # The GCS applies both filters itself, so other jobs' tasks never count toward its row cap.
     filters = [("state", "=", "RUNNING"), ("job_id", "=", job_id)]
-    return state_api_rows(url, timeout, filters=filters)
+    return {row["worker_id"] for row in state_api_rows(url, timeout, filters=filters)}
 
 
 def legacy_record(data: dict[str, Any], now: float) -> LegacyBreakpoint:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from ray.job_submission import JobSubmissionClient
 from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, table_of
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.dap_client import DapSession
-from ray_debug_tools.pauses import job_running_tasks, legacy_breakpoints, paused_workers
+from ray_debug_tools.pauses import job_workers, legacy_breakpoints, paused_workers
 from ray_debug_tools.pdb_client import PdbSession
 
 JOB_SCRIPT = "probe_job.py"
@@ -132,7 +131,7 @@ class SeenPause:
     label: str
 
 
-def find_pauses(mode: str, head: str, ports: dict[str, int], job_id: str) -> list[SeenPause]:
+def seen_pauses(mode: str, head: str, ports: dict[str, int], job_id: str) -> list[SeenPause]:
     """Every pause currently waiting in `mode`, each marked own if Ray job `job_id` made it."""
     if mode == "legacy":
         # The registry entry names the job that set the breakpoint: Ray's own record, so
@@ -146,7 +145,7 @@ def find_pauses(mode: str, head: str, ports: dict[str, int], job_id: str) -> lis
     # rows name both, as recorded by Ray itself; a marker printed to the job log could be
     # merged away by Ray's log deduplication. A fresh pause whose task row has not arrived
     # yet counts as foreign until it does: it is left alone, never attached to wrongly.
-    ours = {task["worker_id"] for task in job_running_tasks(dashboard, job_id)}
+    ours = job_workers(dashboard, job_id)
     return [
         SeenPause(worker.ip, worker.port, worker.worker_id in ours, f"worker pid {worker.pid}")
         for worker in paused_workers(dashboard)
@@ -204,7 +203,7 @@ def probe(
         deadline = time.monotonic() + timeout
         while waiting and time.monotonic() < deadline:
             for mode in {reports[ip].mode for ip in waiting}:
-                for seen in find_pauses(mode, head, ports, job_id):
+                for seen in seen_pauses(mode, head, ports, job_id):
                     if seen.ip not in waiting or reports[seen.ip].mode != mode:
                         continue
                     if seen.own:
@@ -235,7 +234,7 @@ def table(reports: list[NodeReport]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cluster_parser(__doc__)
+    parser = cluster_parser("verl-debug probe", __doc__)
     parser.add_argument(
         "--debugger-port-range", required=True, metavar="LOW-HIGH",
         help="ray_debugger_port_range as the inventory has it: every node's Ray must run with it",
@@ -264,7 +263,3 @@ def main(argv: list[str] | None = None) -> int:
     for report in failed:
         print(f"FAILED {report.name}: {report.problem}")
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

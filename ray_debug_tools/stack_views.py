@@ -1,4 +1,4 @@
-"""What `ray-stacks` prints: stacks grouped by what their task threads show, largest group
+"""What `verl-debug stacks` prints: stacks grouped by what their task threads show, largest group
 first, as text for the operator or JSON for scripts."""
 
 from __future__ import annotations

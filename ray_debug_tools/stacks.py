@@ -1,4 +1,4 @@
-"""`ray-stacks`: every Ray worker's Python stack, on every node at once, grouped.
+"""`verl-debug stacks`: every Ray worker's Python stack, on every node at once, grouped.
 
 For the step that hangs: nothing pauses and nothing raises, and the rank that differs is the
 one to look at. Asks the head's dashboard (token auth as Ray's own clients do it, no SSH) for
@@ -20,7 +20,7 @@ import sys
 import time
 
 from ray_debug_tools._net import RayDebugConnectionError
-from ray_debug_tools.endpoints import DASHBOARD_PORT
+from ray_debug_tools.endpoints import dashboard_parser, dashboard_url
 from ray_debug_tools.stack_views import format_report, group, report_json
 from ray_debug_tools.worker_stacks import find_workers, read_stacks, resolve_job
 
@@ -28,12 +28,7 @@ EXIT_OK, EXIT_ERROR = 0, 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ray-stacks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--head", help=f"head host (dashboard :{DASHBOARD_PORT})")
-    where.add_argument("--dashboard", help="dashboard URL, e.g. http://HOST:8265")
+    parser = dashboard_parser("verl-debug stacks", __doc__)
     parser.add_argument(
         "--job", help="only the workers of this job: its submission id or its hex Ray job id"
     )
@@ -46,17 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    dashboard = args.dashboard or f"http://{args.head}:{DASHBOARD_PORT}"
+    dashboard = dashboard_url(args)
     started = time.monotonic()
     try:
         job = resolve_job(dashboard, args.job, args.timeout) if args.job else None
         workers = find_workers(dashboard, job, args.timeout)
-    except (RayDebugConnectionError, RuntimeError) as exc:
-        print(f"ray-stacks: error: {exc}", file=sys.stderr)
+    except (RayDebugConnectionError, RuntimeError, LookupError) as exc:
+        print(f"verl-debug stacks: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if not workers:
         print(
-            f"ray-stacks: no live worker{' of job ' + args.job if args.job else ''}",
+            f"verl-debug stacks: no live worker{' of job ' + args.job if args.job else ''}",
             file=sys.stderr,
         )
         return EXIT_ERROR
@@ -68,7 +63,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(format_report(groups, failed, len(workers), time.monotonic() - started))
     return EXIT_OK if groups else EXIT_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())

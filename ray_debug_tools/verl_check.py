@@ -13,7 +13,7 @@ COLUMNS = ("node", "ip", "verl", "round trip")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cluster_parser(__doc__)
+    parser = cluster_parser("verl-debug verl-check", __doc__)
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args(argv)
     client, runtime_env = connect(args)
@@ -29,7 +29,3 @@ def main(argv: list[str] | None = None) -> int:
     for name, error in failed.items():
         print(f"FAILED {name}: {error}")
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

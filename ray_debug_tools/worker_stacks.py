@@ -1,4 +1,4 @@
-"""The read layer of `ray-stacks`: the live workers of a job or of the cluster, from the
+"""The read layer of `verl-debug stacks`: the live workers of a job or of the cluster, from the
 state API, and each one's stack, read by its node's dashboard agent with py-spy (all at once,
 through the head's dashboard with the token)."""
 
@@ -15,7 +15,7 @@ from ray._private.authentication.http_token_authentication import (
     get_auth_headers_if_auth_enabled,
 )
 
-from ray_debug_tools._dashboard import dashboard_get, state_api_rows
+from ray_debug_tools._dashboard import job_ids, state_api_rows
 
 THREAD = re.compile(r'^Thread (\S+) \((\w+)\): "(.*)"$')
 # Requests in flight at once: one py-spy per worker runs on its node.
@@ -57,13 +57,10 @@ def parse_dump(text: str) -> list[tuple[str, list[str]]]:
 
 def resolve_job(dashboard: str, job: str, timeout: float) -> str:
     """Ray's hex job id, from itself or from a submission id (what `ray job submit` prints)."""
-    if re.fullmatch(r"[0-9a-f]+", job):
-        return job
-    url = f"{dashboard.rstrip('/')}/api/jobs/{urllib.parse.quote(job)}"
-    found = dashboard_get(url, timeout).get("job_id")
+    found = job_ids(dashboard, job, timeout).job_id
     if not found:
         raise RuntimeError(f"job {job} has no Ray job id yet: its driver has not started")
-    return str(found)
+    return found
 
 
 def find_workers(dashboard: str, job_id: str | None, timeout: float) -> list[Worker]:

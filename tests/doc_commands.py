@@ -120,7 +120,8 @@ README = [
     Covered(r"make probe$", "tests/sandbox/test_make_up.py::test_probe_passes_on_a_fresh_sandbox"),
     Covered(r"make down$", "tests/sandbox/test_make_up.py::test_make_down_removes_the_sandbox"),
     Covered(
-        r"source |export RAY_AUTH_MODE=|ray job submit |ray-breakpoints |ray-dashboard-forward ",
+        r"source |export RAY_AUTH_MODE=|ray job submit |"
+        r"verl-debug breakpoints |verl-debug forward ",
         SANDBOX_JOB,
     ),
     Covered(
@@ -175,16 +176,16 @@ RUNBOOK = [
     ),
     Covered(r"ansible-playbook -i \S+ cluster-down.yml", f"{MOLECULE}/test_teardown.py::downed"),
     Covered(
-        r"ray-breakpoints |curl -s |ssh |ray debug$|ray-dashboard-forward ",
+        r"verl-debug breakpoints |curl -s |ssh |ray debug$|verl-debug forward ",
         f"{MOLECULE}/test_runbook.py::test_find_and_attach",
     ),
     Covered(r"ray status$", f"{MOLECULE}/test_runbook.py::test_ray_status_as_the_login_user"),
     Covered(
-        r"ray-stacks |ray job submit .*runtime_env\.nccl-debug\.yaml |"
+        r"verl-debug stacks |ray job submit .*runtime_env\.nccl-debug\.yaml |"
         r"ansible-playbook -i \S+ playbooks/evidence\.yml -e ray_evidence_job=",
         f"{MOLECULE}/test_hang.py::test_a_hung_job_names_its_odd_rank_and_leaves_its_evidence",
     ),
-    Covered(r"ray-debug-rank ", f"{MOLECULE}/test_hang.py::debug_a_waiting_rank"),
+    Covered(r"verl-debug rank ", f"{MOLECULE}/test_hang.py::debug_a_waiting_rank"),
     Covered(
         r"ansible-playbook -i \S+ playbooks/evidence\.yml",
         f"{MOLECULE}/test_faults.py::test_worker_down_is_named_in_the_evidence_then_comes_back",

@@ -1,7 +1,7 @@
 """The Ray Distributed Debugger extension's discovery, replayed as the extension makes it
 (2ToTheNthPower/open-ray-debugger's docs/protocol.md): the state API's workers, with no
 credentials of its own, against a dashboard URL; and the runbook's or README's
-`ray-dashboard-forward` line run in the background, which adds the token to each request."""
+`verl-debug forward` line run in the background, which adds the token to each request."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-READY = "ray-dashboard-forward: "
+READY = "verl-debug forward: "
 
 
 def paused_through(dashboard: str, timeout: float = 30) -> set[tuple[str, int]]:

@@ -1,4 +1,4 @@
-"""`ray-debug-rank` on real local heads: a worker whose main thread is blocked in C (as a rank
+"""`verl-debug rank` on real local heads: a worker whose main thread is blocked in C (as a rank
 waiting in a collective is) opens the cluster's debugger without a restart, and the debugger
 shows the blocked thread's frames and variables. The node's hook comes from the role's
 files, as the .pth line loads it on a node; the molecule test (test_hang.py) runs the same

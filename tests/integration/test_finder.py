@@ -1,4 +1,4 @@
-"""ray-breakpoints: parsing and formatting against captured Ray answers, then real heads.
+"""verl-debug breakpoints: parsing and formatting against captured Ray answers, then real heads.
 
 The fixtures are raw answers of a real Ray 2.60 head, written by
 tests/fixtures/capture_ray_responses.py (its docstring says how to rerun it).
@@ -147,7 +147,9 @@ def test_numbered_oldest_first(captured_pauses: list[Pause]) -> None:
 
 
 def test_table_lists_every_pause_and_how_to_attach(captured_pauses: list[Pause]) -> None:
-    table = pause_views.format_table(captured_pauses, "ray-breakpoints --head h").splitlines()
+    table = pause_views.format_table(
+        captured_pauses, "verl-debug breakpoints --head h"
+    ).splitlines()
     header = ["#", "mode", "node ip", "task/actor", "file:line", "debugger", "waited"]
     assert re.split(r"\s{2,}", table[0]) == header
     for pause in captured_pauses:
@@ -159,8 +161,8 @@ def test_table_lists_every_pause_and_how_to_attach(captured_pauses: list[Pause])
             pause.location,
             pause.address,
         ]
-    assert "ray-breakpoints --head h --attach N" in table[-1]
-    assert "ray-breakpoints --head h --vscode N" in table[-1]
+    assert "verl-debug breakpoints --head h --attach N" in table[-1]
+    assert "verl-debug breakpoints --head h --vscode N" in table[-1]
     assert any(line.startswith("* since the task started") for line in table)
     assert any(line.startswith("localhost:") for line in table)
 
@@ -254,7 +256,7 @@ def group_rows(text: str) -> list[list[str]]:
 
 
 def test_a_crowd_at_one_line_is_one_table_line(crowd: list[Pause]) -> None:
-    text = pause_views.format_groups(crowd, "ray-breakpoints --head h")
+    text = pause_views.format_groups(crowd, "verl-debug breakpoints --head h")
     lines = text.splitlines()
     assert re.split(r"\s{2,}", lines[0]) == list(pause_views.GROUP_HEADER)
     nodes, task, at = "2 nodes: 10.0.0.1, 10.0.0.2", "WorkerDict.update_actor", "/verl/dp_actor.py"
@@ -265,12 +267,12 @@ def test_a_crowd_at_one_line_is_one_table_line(crowd: list[Pause]) -> None:
     ]
     # The exception sits under its line's mode column.
     assert lines[2] == " " * lines[0].index("mode") + "raised FloatingPointError: loss is nan"
-    assert "`ray-breakpoints --head h --all`" in text
-    assert "`ray-breakpoints --head h --vscode-group N > .vscode/launch.json`" in text
+    assert "`verl-debug breakpoints --head h --all`" in text
+    assert "`verl-debug breakpoints --head h --vscode-group N > .vscode/launch.json`" in text
 
 
 def test_lone_pauses_list_as_they_did(captured_pauses: list[Pause]) -> None:
-    text = pause_views.format_groups(captured_pauses, "ray-breakpoints --head h")
+    text = pause_views.format_groups(captured_pauses, "verl-debug breakpoints --head h")
     assert [(row[0], row[6]) for row in group_rows(text)] == [
         (str(p.number), p.address) for p in captured_pauses
     ]
@@ -279,7 +281,7 @@ def test_lone_pauses_list_as_they_did(captured_pauses: list[Pause]) -> None:
 
 def test_many_nodes_are_counted_and_cut_short() -> None:
     ranks = [rank(n, f"10.0.0.{n}", 52000) for n in range(1, 4)]
-    [row] = group_rows(pause_views.format_groups(ranks, "ray-breakpoints --head h"))
+    [row] = group_rows(pause_views.format_groups(ranks, "verl-debug breakpoints --head h"))
     assert row[3] == "3 nodes: 10.0.0.1, 10.0.0.2, ..."
     assert row[6] == "port 52000"
 
@@ -291,7 +293,7 @@ def test_one_exception_type_is_one_line_whatever_the_messages() -> None:
         rank(2, "10.0.0.1", 52001, exception=oom.format(1)),
         rank(3, "10.0.0.1", 52002, exception="ValueError: boom"),
     ]
-    text = pause_views.format_groups(ranks, "ray-breakpoints --head h")
+    text = pause_views.format_groups(ranks, "verl-debug breakpoints --head h")
     assert [row[0] for row in group_rows(text)] == ["1-2", "3"]
     assert "raised torch.OutOfMemoryError (messages differ; --json has each)" in text
     assert "raised ValueError: boom" in text
@@ -435,7 +437,9 @@ def test_unreachable_address_is_one_error_line(
     assert finder.main([flag, address, "--timeout", "2"]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.count("\n") == 1 and address in err and err.startswith("ray-breakpoints: error:")
+    assert (
+        err.count("\n") == 1 and address in err and err.startswith("verl-debug breakpoints: error:")
+    )
 
 
 # ---- end to end against real heads ---------------------------------------------------------

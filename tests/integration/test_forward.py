@@ -1,4 +1,4 @@
-"""ray-dashboard-forward against a real head with token auth on: the Ray Distributed Debugger
+"""verl-debug forward against a real head with token auth on: the Ray Distributed Debugger
 extension's discovery (the state API's workers and tasks) lists a paused worker and its
 debugger port through the forwarder, and the same requests straight at the head get 401."""
 
@@ -44,13 +44,13 @@ def token_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def start_forwarder(dashboard: str, port: int) -> subprocess.Popen[str]:
     forwarder = subprocess.Popen(
-        [sys.executable, "-m", "ray_debug_tools.forward", "--dashboard", dashboard,
+        [sys.executable, "-m", "ray_debug_tools", "forward", "--dashboard", dashboard,
          "--port", str(port)],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert forwarder.stderr is not None
     # It says where it serves once it listens.
-    assert "ray-dashboard-forward: http://127.0.0.1:" in forwarder.stderr.readline()
+    assert "verl-debug forward: http://127.0.0.1:" in forwarder.stderr.readline()
     return forwarder
 
 
@@ -101,7 +101,7 @@ def test_the_extensions_discovery_goes_through_with_the_token(
 def test_without_a_token_it_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     run = subprocess.run(
-        [sys.executable, "-m", "ray_debug_tools.forward", "--head", "192.0.2.1"],
+        [sys.executable, "-m", "ray_debug_tools", "forward", "--head", "192.0.2.1"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert run.returncode == 2

@@ -123,10 +123,9 @@ def pauses_of(
     )
     rows = [worker_row(worker, ports[worker], ports[worker] - 50000) for worker in pm_workers]
     monkeypatch.setattr(probe, "paused_workers", lambda _: paused_workers_from_rows(rows))
-    # The state API's running tasks per job: the probe's pause task, if it paused.
-    tasks = {OURS: [{"job_id": OURS, "worker_id": OUR_WORKER, "state": "RUNNING"}]}
-    running = tasks if OUR_WORKER in pm_workers else {}
-    monkeypatch.setattr(probe, "job_running_tasks", lambda _, job_id: running.get(job_id, []))
+    # The workers running a task of each job: the probe's pause task's, if it paused.
+    running = {OURS: {OUR_WORKER}} if OUR_WORKER in pm_workers else {}
+    monkeypatch.setattr(probe, "job_workers", lambda _, job_id: running.get(job_id, set()))
 
 
 def run_probe(client: FakeJobClient, timeout: float = 5) -> NodeReport:

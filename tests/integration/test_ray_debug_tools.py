@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from ray.job_submission import JobSubmissionClient
 from ray_heads import (
     BREAKPOINT_DRIVER,
     BREAKPOINT_LINE,
@@ -14,10 +15,13 @@ from ray_heads import (
     wait_for_pauses,
 )
 
+from ray_debug_tools._dashboard import JobIds, job_ids
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import legacy_breakpoints, paused_workers
 from ray_debug_tools.pdb_client import PdbSession
+from ray_debug_tools.probe import ray_job_id
+from ray_debug_tools.worker_stacks import resolve_job
 
 
 def test_legacy_breakpoint_found_in_gcs_and_driven_over_pdb(tmp_path: Path) -> None:
@@ -66,3 +70,24 @@ def test_unreachable_endpoints_are_named_in_errors() -> None:
         legacy_breakpoints(f"127.0.0.1:{port}", timeout=2)
     with pytest.raises(RayDebugConnectionError, match=f"127.0.0.1:{port}"):
         paused_workers(f"http://127.0.0.1:{port}", timeout=2)
+
+
+def test_a_job_is_found_by_either_of_its_ids(tmp_path: Path) -> None:
+    """What `verl-debug stacks --job` and the evidence take: the submission id `ray job submit`
+    printed, or the Ray job id; an id of no job names the cluster's jobs."""
+    with ray_head({}, tmp_path / "ray-start.log") as head:
+        client = JobSubmissionClient(head.dashboard_url)
+        entrypoint = "python -c 'import time, ray; ray.init(); time.sleep(300)'"
+        submission = client.submit_job(entrypoint=entrypoint)
+        try:
+            ray_id = ray_job_id(client, submission, timeout=60)
+            both = JobIds(submission, ray_id)
+            assert job_ids(head.dashboard_url, submission, 10) == both
+            assert job_ids(head.dashboard_url, ray_id, 10) == both
+            assert both.known == [submission, ray_id]
+            assert resolve_job(head.dashboard_url, submission, 10) == ray_id
+            assert resolve_job(head.dashboard_url, ray_id, 10) == ray_id
+            with pytest.raises(LookupError, match=f"no job 'raysubmit_none'.*{submission}"):
+                job_ids(head.dashboard_url, "raysubmit_none", 10)
+        finally:
+            client.stop_job(submission)

@@ -264,8 +264,8 @@ def test_the_check_runs_as_make_tests_last_stage(tmp_path: Path) -> None:
 
 
 def test_each_alternative_is_a_command_of_its_own() -> None:
-    assert alternatives(r"ray-breakpoints |curl -s |ray debug$") == [
-        "ray-breakpoints ",
+    assert alternatives(r"verl-debug breakpoints |curl -s |ray debug$") == [
+        "verl-debug breakpoints ",
         "curl -s ",
         "ray debug$",
     ]
@@ -280,13 +280,13 @@ def test_a_run_is_recorded_with_its_document_and_the_stack(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(doc_commands, "RECORDS", tmp_path)
-    (listing,) = commands("Find pauses:\n\n    ray-breakpoints --head 10.0.0.1\n")
+    (listing,) = commands("Find pauses:\n\n    verl-debug breakpoints --head 10.0.0.1\n")
     mine = derived(listing, listing.replace("10.0.0.1", "10.9.9.9"))
     ran(mine + " --json")
     ran("echo not from a document")
     (record,) = [
         json.loads(line) for line in next(tmp_path.glob("*.jsonl")).read_text().splitlines()
     ]
-    assert record["documented"] == "ray-breakpoints --head 10.0.0.1"
-    assert record["ran"] == "ray-breakpoints --head 10.9.9.9 --json"
+    assert record["documented"] == "verl-debug breakpoints --head 10.0.0.1"
+    assert record["ran"] == "verl-debug breakpoints --head 10.9.9.9 --json"
     assert f"{POLICY}::test_a_run_is_recorded_with_its_document_and_the_stack" in record["frames"]

@@ -105,7 +105,7 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
     setup_lines = readme_lines("source ", "export RAY_AUTH_MODE=")
     setup = "\n".join(setup_lines)
     (submit,) = readme_lines("ray job submit ")
-    listing, vscode = readme_lines("ray-breakpoints ")
+    listing, vscode = readme_lines("verl-debug breakpoints ")
     env = {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
     for line in [*setup_lines, submit, listing]:
         ran(line)
@@ -146,7 +146,7 @@ def test_readme_debugs_a_job(sandbox: str, tmp_path: Path) -> None:
         connect = json.loads(launch.stdout)["configurations"][0]["connect"]
         assert 52000 <= connect["port"] <= 52099, connect
         # The extension's discovery with no token of its own, through README's forwarder.
-        (forward,) = readme_lines("ray-dashboard-forward ")
+        (forward,) = readme_lines("verl-debug forward ")
         ran(forward)
         with forwarding(f"{setup}\n{forward}", env) as dashboard:
             assert dashboard == "http://127.0.0.1:8265", dashboard

@@ -1,4 +1,4 @@
-"""ray-stacks' reading of py-spy dumps (ray_debug_tools/worker_stacks.py) and its grouping
+"""verl-debug stacks' reading of py-spy dumps (ray_debug_tools/worker_stacks.py) and its grouping
 (stack_views.py). The dumps are py-spy 0.4's output format; the molecule clusters run the
 command against a real hung job (molecule/shared/tests/test_hang.py)."""
 

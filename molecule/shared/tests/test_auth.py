@@ -93,7 +93,7 @@ def test_token_file_is_readable_by_ray_and_operators_only(host_of, node) -> None
 @token_mode
 def test_finder_without_the_token_says_how_to_get_it(cluster: Cluster) -> None:
     finder = subprocess.run(
-        ["ray-breakpoints", "--head", cluster.head_ip, "--mode", "post_mortem"],
+        ["verl-debug", "breakpoints", "--head", cluster.head_ip, "--mode", "post_mortem"],
         env=without_token(),
         capture_output=True,
         text=True,

@@ -39,7 +39,7 @@ def wait_for(find: Callable[[], list[T]], what: str, timeout: float = 120) -> li
 def finder_lists(cluster: Cluster, mode: str, address: str) -> None:
     """The operator's finder, run here, lists the pause with its debugger address."""
     listed = subprocess.run(
-        ["ray-breakpoints", "--head", cluster.head_ip, "--mode", mode, "--json"],
+        ["verl-debug", "breakpoints", "--head", cluster.head_ip, "--mode", mode, "--json"],
         capture_output=True,
         text=True,
         check=True,
@@ -169,7 +169,7 @@ def wait_until_idle(worker, ports: range) -> None:
 def finder_shows_one_crowd(cluster: Cluster, addresses: set[str]) -> None:
     """The operator's finder reads the crowd as one group; in post_mortem one launch.json
     attaches VS Code to every rank at once."""
-    finder = ["ray-breakpoints", "--head", cluster.head_ip, "--mode", cluster.mode]
+    finder = ["verl-debug", "breakpoints", "--head", cluster.head_ip, "--mode", cluster.mode]
     listed = json.loads(subprocess.check_output([*finder, "--json"], text=True, timeout=120))
     crowd = [pause for pause in listed if pause["address"] in addresses]
     assert len(crowd) == len(addresses)

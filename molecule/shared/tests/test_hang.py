@@ -1,7 +1,7 @@
 """The step that hangs: nothing pauses and nothing raises. The job goes in through the
-runbook's NCCL debug profile line; the runbook's `ray-stacks` line reads every rank of the job
-on every node at once, through the head's dashboard with the token, and names the rank that
-never joined the all-reduce; its `ray-debug-rank` line opens the cluster's debugger on a rank
+runbook's NCCL debug profile line; the runbook's `verl-debug stacks` line reads every rank of
+the job on every node at once, through the head's dashboard with the token, and names the rank that
+never joined the all-reduce; its `verl-debug rank` line opens the cluster's debugger on a rank
 blocked in the all-reduce (legacy's, after the mode switch, in test_mode_switch.py); its
 evidence line puts every node's part in one archive.
 
@@ -50,7 +50,7 @@ def odd_rank(jobs: JobSubmissionClient, job_id: str, timeout: float = 180) -> tu
 
 def ray_stacks(cluster: Cluster, job_id: str, *flags: str) -> subprocess.CompletedProcess[str]:
     """The runbook's line for the job, with `flags`, as the operator runs it."""
-    line = printed_command(cluster, r"ray-stacks ")
+    line = printed_command(cluster, r"verl-debug stacks ")
     text = derived(line, " ".join([line.replace("JOB_ID", job_id), *flags]))
     return run_printed(cluster, text, timeout=180)
 
@@ -62,7 +62,7 @@ def frames(group: dict) -> list[str]:
 def grouped(
     cluster: Cluster, job_id: str, *flags: str, sizes: list[int], timeout: float = 120
 ) -> list[dict]:
-    """ray-stacks' groups once they have `sizes`: the waiting ranks all inside the all-reduce."""
+    """The stacks' groups once they have `sizes`: the waiting ranks all inside the all-reduce."""
     deadline = time.monotonic() + timeout
     while True:
         run = ray_stacks(cluster, job_id, "--json", *flags)
@@ -87,9 +87,9 @@ def submit_with_the_nccl_profile(cluster: Cluster, *args: str) -> str:
 
 
 def everything_read(cluster: Cluster) -> re.Match[str]:
-    """The runbook's `ray-stacks` line without --job: '(workers) of N workers read on (nodes)
+    """The runbook's `verl-debug stacks` line without --job: '(workers) of N workers read on (nodes)
     nodes in (seconds) s'."""
-    line = printed_command(cluster, r"ray-stacks ")
+    line = printed_command(cluster, r"verl-debug stacks ")
     whole = run_printed(cluster, derived(line, line.replace(" --job JOB_ID", "")), timeout=180)
     read = re.match(r"(\d+) of \d+ workers read on (\d+) nodes in ([\d.]+) s", whole.stdout)
     assert whole.returncode == 0 and read, whole.stdout + whole.stderr
@@ -138,13 +138,13 @@ def a_waiting_rank_debugged(cluster: Cluster, submit, jobs: JobSubmissionClient)
 
 
 def debug_a_waiting_rank(cluster: Cluster, rank: dict) -> tuple[str, int]:
-    """The runbook's `ray-debug-rank` line on a rank blocked in the all-reduce: the cluster's
+    """The runbook's `verl-debug rank` line on a rank blocked in the all-reduce: the cluster's
     debugger opens in the port range and shows the all-reduce frame; (host, port) of it."""
-    line = printed_command(cluster, r"ray-debug-rank ")
+    line = printed_command(cluster, r"verl-debug rank ")
     text = derived(line, line.replace("NODE_IP PID", f"{rank['node_ip']} {rank['pid']}"))
     started = time.monotonic()
     run = run_printed(cluster, text, timeout=180)
-    record(cluster, f"ray-debug-rank ({cluster.mode})", time.monotonic() - started)
+    record(cluster, f"verl-debug rank ({cluster.mode})", time.monotonic() - started)
     assert run.returncode == 0, run.stdout + run.stderr
     found = re.search(rf"{cluster.mode} debugger at (\S+):(\d+)\n", run.stdout)
     assert found, run.stdout
@@ -218,7 +218,7 @@ def hung_job(
         read = everything_read(cluster)
     record(
         cluster,
-        f"ray-stacks, every worker: {read.group(1)} on {read.group(2)} nodes",
+        f"verl-debug stacks, every worker: {read.group(1)} on {read.group(2)} nodes",
         float(read.group(3)),
     )
 
@@ -259,20 +259,20 @@ def hung_job(
 
 @pytest.mark.faults
 def test_mode_off_has_no_debugger_to_open(cluster: Cluster) -> None:
-    """The faults scenario runs debug_mode=off: `ray-debug-rank` refuses, naming the modes
+    """The faults scenario runs debug_mode=off: `verl-debug rank` refuses, naming the modes
     that have a debugger, and the runbook prints no command for it."""
     assert cluster.mode == "off"
     node_ip = sorted(cluster.worker_ips.values())[0]
     run = subprocess.run(
-        ["ray-debug-rank", "--head", cluster.head_ip, node_ip, "1"],
+        ["verl-debug", "rank", "--head", cluster.head_ip, node_ip, "1"],
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "runs debug_mode=off" in run.stderr and "debug_mode=post_mortem or" in run.stderr
-    assert not [text for text in printed(cluster) if text.startswith("ray-debug-rank ")]
+    assert not [text for text in printed(cluster) if text.startswith("verl-debug rank ")]
     assert (
-        "Mode `off` has no debugger: `ray-debug-rank` refuses."
+        "Mode `off` has no debugger: `verl-debug rank` refuses."
         in (cluster.artifacts / "RUNBOOK.md").read_text()
     )

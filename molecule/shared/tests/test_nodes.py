@@ -43,7 +43,7 @@ def test_environment_carries_only_this_modes_debugger(host, cluster) -> None:
         for name, value in variables.items():
             assert (f"{name}={value}" in environment) == (mode == cluster.mode), name
     assert ("--ray-debugger-external" in exec_start) == (cluster.mode == "legacy")
-    # Workers open a debugger on request (ray-debug-rank) only in a mode that has one.
+    # Workers open a debugger on request (verl-debug rank) only in a mode that has one.
     assert ("RAY_DEBUG_ON_DEMAND=1" in environment) == (cluster.mode != "off")
     assert f"RAY_DEBUGGER_PORT_RANGE={cluster.debugger_range[0]}-{cluster.debugger_range[-1]}" in (
         environment

@@ -203,16 +203,18 @@ def test_find_and_attach(cluster: Cluster, submit, jobs, outsider) -> None:
 def find_and_attach(cluster: Cluster, submit, jobs, outsider) -> None:
     """The runbook's way to a paused task in the cluster's mode, as printed: list it, then
     attach (VS Code's launch.json and DAP in post_mortem; `ray debug` in a login shell on the
-    head and `ray-breakpoints --attach` in legacy); in mode off nothing pauses."""
+    head and `verl-debug breakpoints --attach` in legacy); in mode off nothing pauses."""
     ip = cluster.worker_ips[WORKER]
-    listing = printed_command(cluster, r"ray-breakpoints --head \S+$")
+    listing = printed_command(cluster, r"verl-debug breakpoints --head \S+$")
     if cluster.mode == "post_mortem":
         job_id = submit("post_mortem_crash.py", ip)
         pause = wait_for(lambda: paused_workers(cluster.dashboard), "paused worker")[0]
         listed = run_printed(cluster, listing)
         assert f"{pause.ip}:{pause.port}" in listed.stdout, listed.stdout + listed.stderr
 
-        vscode = run_printed(cluster, printed_command(cluster, r"ray-breakpoints .* --vscode 1$"))
+        vscode = run_printed(
+            cluster, printed_command(cluster, r"verl-debug breakpoints .* --vscode 1$")
+        )
         launch = json.loads(vscode.stdout)["configurations"][0]
         assert launch["connect"] == {"host": pause.ip, "port": pause.port}, vscode.stdout
 
@@ -222,13 +224,13 @@ def find_and_attach(cluster: Cluster, submit, jobs, outsider) -> None:
         # The extension's way on a token cluster: its discovery, with no token of its own,
         # through the runbook's forwarder; straight at the head it is refused.
         if os.environ.get("RAY_AUTH_MODE") == "token":
-            forward = printed_command(cluster, r"ray-dashboard-forward ")
+            forward = printed_command(cluster, r"verl-debug forward ")
             with forwarding(printed_script(cluster, forward), operator_env()) as dashboard:
                 assert (pause.ip, pause.port) in paused_through(dashboard)
             with pytest.raises(urllib.error.HTTPError, match="401"):
                 paused_through(cluster.dashboard)
         else:
-            assert not [line for line in printed(cluster) if "ray-dashboard-forward" in line]
+            assert not [line for line in printed(cluster) if "verl-debug forward" in line]
 
         # Attached from outside the trusted networks, through the runbook's tunnels (the
         # controller's own DAP attach is test_debugger.py's round trip).
@@ -253,10 +255,10 @@ def find_and_attach(cluster: Cluster, submit, jobs, outsider) -> None:
         shell.close()
         assert wait_for_job(jobs, job_id) == JobStatus.SUCCEEDED
 
-        # `ray-breakpoints --attach 1` from here.
+        # `verl-debug breakpoints --attach 1` from here.
         job_id = submit("legacy_breakpoint.py", ip)
         wait_for(lambda: legacy_breakpoints(cluster.gcs), "breakpoint")
-        attach = printed_command(cluster, r"ray-breakpoints .* --attach 1$")
+        attach = printed_command(cluster, r"verl-debug breakpoints .* --attach 1$")
         setup = [line for line in printed(cluster) if re.match(r"cd /|export RAY_AUTH_MODE=", line)]
         for line in [*setup, attach]:
             ran(line)

@@ -4,7 +4,7 @@ A rank that hangs never reaches breakpoint() and never raises, and its main thre
 blocked in C (a collective waiting for a rank that never comes), where no signal handler
 runs. So every Ray worker started by the Ray service (which sets ENV_VAR in the modes that
 have a debugger) keeps one daemon thread blocked on an abstract Unix socket named for its
-pid. `request(pid)`, run by a Ray task on the worker's node (`ray-debug-rank` submits it),
+pid. `request(pid)`, run by a Ray task on the worker's node (`verl-debug rank` submits it),
 asks that thread to open the debugger of the worker's mode on the main thread's frames:
 
 - post_mortem: debugpy listens (in the port range, through the port-range hook) and the
