@@ -12,6 +12,7 @@ import ray_network
 import ray_node_facts
 import ray_node_list
 import ray_ports
+import ray_rollout
 import ray_units
 import ray_validate
 import yaml
@@ -442,3 +443,22 @@ def test_debug_variable_names_are_every_modes_variables_once() -> None:
     names = ray_debugger_proof.debug_variable_names(modes)
     assert names == sorted(set(names))
     assert {"RAY_DEBUG", "RAY_DEBUG_POST_MORTEM"} <= set(names)
+
+
+@pytest.mark.parametrize(
+    ("batch", "workers", "batches"),
+    [
+        ("100%", 2, [3, 2]),
+        ("1", 2, [2, 1]),
+        (1, 8, [2, 1]),
+        ("25%", 8, [3, 2]),
+        ("25%", 3, [2, 1]),
+        ("10", 0, [11, 10]),
+    ],
+)
+def test_the_head_starts_with_the_first_batch_of_workers(
+    batch: str | int, workers: int, batches: list[int]
+) -> None:
+    """`serial` of the start play: the head and one batch, then a batch at a time; a
+    percentage of the inventory's workers rounds down as Ansible's does, to one at least."""
+    assert ray_rollout.start_batches(batch, workers) == batches

@@ -28,7 +28,7 @@ def service_times(host) -> tuple[int, int]:
     )
 
 
-def test_version_change_stops_everything_then_starts_head_then_workers_one_by_one(
+def test_version_change_stops_everything_then_starts_batch_by_batch_the_head_in_the_first(
     cluster: Cluster, host_of
 ) -> None:
     runbook_up = documented(
@@ -39,20 +39,22 @@ def test_version_change_stops_everything_then_starts_head_then_workers_one_by_on
     )
     record(cluster, f"version change to Ray {OTHER_RAY}, batches of 1 worker", elapsed)
 
-    # One play per batch: each batch held exactly one worker.
+    # One play per batch: the head with one worker, then the other worker.
     batches = [
-        sorted(play["tasks"][0]["hosts"])
+        list(play["tasks"][0]["hosts"])
         for play in report["plays"]
-        if play["play"]["name"] == "Start the workers"
+        if play["play"]["name"] == "Start Ray"
     ]
-    assert sorted(batches) == [[WORKER], [GPU_WORKER]]
+    assert [len(batch) for batch in batches] == [2, 1] and HEAD in batches[0], batches
+    (first,) = set(batches[0]) - {HEAD}
+    (second,) = batches[1]
+    assert {first, second} == {WORKER, GPU_WORKER}
 
     times = {node: service_times(host_of(node)) for node in NODES}
-    head_start = times[HEAD][1]
-    # Every old Ray was down before the new head came up: no old worker ever met it.
-    assert max(stop for stop, _ in times.values()) < head_start
-    first, second = (times[batch[0]][1] for batch in batches)
-    assert head_start < first < second
+    # Every old Ray was down before any new one came up: no old worker ever met the new head.
+    assert max(stop for stop, _ in times.values()) < min(start for _, start in times.values())
+    # The second batch starts once the first (the head among them) is alive.
+    assert max(times[HEAD][1], times[first][1]) < times[second][1]
 
     for node in NODES:
         version = host_of(node).check_output("/opt/ray-cluster/venv/bin/ray --version")
