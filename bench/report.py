@@ -88,15 +88,30 @@ def header(rows: list[dict]) -> list[str]:
     """When, on what and where the samples were taken: read from the samples themselves."""
     times = sorted(row["at"] for row in rows)
     span = datetime.fromisoformat(times[-1]) - datetime.fromisoformat(times[0])
-    commits = list(dict.fromkeys(row["commit"] for row in rows))
     machines = list(dict.fromkeys(row["machine"] for row in rows))
     repeats = stat(rows, what="cold", method="cluster-up", strategy=None).samples
     return [
         f"- Samples: {len(rows)}, taken {times[0]} to {times[-1]} UTC"
-        f" ({span.total_seconds() / 60:.0f} min), {len(repeats)} repeats of each cluster run",
-        f"- Commit{'s' if len(commits) > 1 else ''}: {', '.join(commits)}",
+        f" ({span.total_seconds() / 60:.0f} min), {len(repeats)} repeats of cluster-up's cold run",
+        provenance(rows),
         *(f"- Machine: {machine}" for machine in machines),
     ]
+
+
+def provenance(rows: list[dict]) -> str:
+    """The commit the samples were taken on; where parts were retaken on another commit
+    (`bench.run --resume --retake`), which parts each commit measured."""
+    parts: dict[str, set[str]] = {}
+    for row in rows:
+        kind = row["what"] if row["what"].startswith(("scale", "light")) else (
+            row.get("strategy") or row["method"]
+        )  # fmt: skip
+        parts.setdefault(row["commit"], set()).add(kind.removesuffix(" no-op"))
+    if len(parts) == 1:
+        return f"- Commit: {next(iter(parts))}"
+    return "- Commits: " + "; ".join(
+        f"{commit} ({', '.join(sorted(kinds))})" for commit, kinds in parts.items()
+    )
 
 
 def matches(row: dict, **match: object) -> bool:
@@ -107,6 +122,32 @@ def verdict(value: Stat, base: Stat, factor: float) -> str:
     """Whether value's median is within factor x base's, with the actual factor."""
     actual = value.median / base.median
     return f"{'met' if actual <= factor else '**not met**'} ({actual:.2f} x)"
+
+
+def mitogen_table(rows: list[dict], linear: dict[str, Stat], mitogen: dict[str, Stat]) -> list[str]:
+    """Mitogen against the default strategy, compared only where both ran on one commit."""
+    commits = {
+        strategy: {row["commit"] for row in rows if row["what"] == "cold"
+                   and row.get("method", "cluster-up") == "cluster-up"
+                   and row.get("strategy") == strategy}
+        for strategy in (None, "mitogen")
+    }  # fmt: skip
+    same = commits[None] == commits["mitogen"]
+    note = [] if same else [
+        f"Not compared: the Mitogen runs are of {', '.join(sorted(commits['mitogen']))}, the "
+        f"default's of {', '.join(sorted(commits[None]))} (a part retaken alone).",
+        "",
+    ]  # fmt: skip
+    return [
+        *note,
+        "| measurement | linear (default) | Mitogen | Mitogen / linear |",
+        "|---|---|---|---|",
+        *(
+            f"| {what} | {linear[what].cell()} | {mitogen[what].cell()} "
+            f"| {f'{mitogen[what].median / linear[what].median:.2f}' if same else '-'} |"
+            for what in linear
+        ),
+    ]
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -297,13 +338,7 @@ def render(rows: list[dict]) -> str:
         "",
         "Not the default: [performance.md](performance.md) says why and how to turn it on.",
         "",
-        "| measurement | linear (default) | Mitogen | Mitogen / linear |",
-        "|---|---|---|---|",
-        *(
-            f"| {what} | {linear.cell()} | {mitogen[what].cell()} "
-            f"| {mitogen[what].median / linear.median:.2f} |"
-            for what, linear in (("cold", ours), ("no-op", noop), ("mode switch", switch))
-        ),
+        *mitogen_table(rows, {"cold": ours, "no-op": noop, "mode switch": switch}, mitogen),
         "",
         "## Scale: Ray + debugpy, 1 head + N workers, cold",
         "",

@@ -118,3 +118,15 @@ def test_readme_states_the_repeats_and_span_of_the_samples() -> None:
     minutes, repeats = header.groups()
     readme = " ".join((PROJECT / "README.md").read_text().split())
     assert f"came from {repeats} repeats whose samples span {minutes} minutes" in readme
+
+
+def test_the_header_names_what_each_commit_measured() -> None:
+    """A part retaken on a later commit (`bench.run --resume --retake`) is named with its
+    commit in the header, beside the parts kept from the earlier one."""
+    earlier = [dict(row, commit="aaaaaaa") for row in samples()]
+    assert report.provenance(earlier) == "- Commit: aaaaaaa"
+    retaken = [dict(row, commit="bbbbbbb") if row.get("method") == "ray up" else row
+               for row in earlier]  # fmt: skip
+    kept, again = report.provenance(retaken).removeprefix("- Commits: ").split("; ")
+    assert again == "bbbbbbb (ray up)"
+    assert kept.startswith("aaaaaaa (") and "ray up" not in kept and "scale" in kept
