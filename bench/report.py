@@ -128,7 +128,7 @@ def mitogen_table(rows: list[dict], linear: dict[str, Stat], mitogen: dict[str, 
     """Mitogen against the default strategy, compared only where both ran on one commit."""
     commits = {
         strategy: {row["commit"] for row in rows if row["what"] == "cold"
-                   and row.get("method", "cluster-up") == "cluster-up"
+                   and row["method"] == "cluster-up"
                    and row.get("strategy") == strategy}
         for strategy in (None, "mitogen")
     }  # fmt: skip

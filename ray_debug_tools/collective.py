@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, run_report_job, table_of
+
+PROG = f"{PROGRAM} collective"
 
 JOB_SCRIPT = "collective_job.py"
 COLUMNS = ("nodes", "backend", "result", "time", "bus bandwidth")
@@ -74,7 +77,7 @@ def parse_env(values: list[str], names: dict[str, str]) -> dict[str, dict[str, s
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    parser = cluster_parser("verl-debug collective", __doc__)
+    parser = cluster_parser(PROG, __doc__)
     parser.add_argument("--timeout", type=float, default=60, help="seconds for a group to form")
     parser.add_argument("--size-mb", type=int, default=16, help="all-reduce size per rank")
     parser.add_argument(

@@ -18,14 +18,17 @@ import urllib.error
 
 from ray.job_submission import JobSubmissionClient
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools._jobs import run_report_job
 from ray_debug_tools.endpoints import dashboard_parser, dashboard_url
+
+PROG = f"{PROGRAM} rank"
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = dashboard_parser("verl-debug rank", __doc__)
+    parser = dashboard_parser(PROG, __doc__)
     parser.add_argument("node_ip", help="the worker's node, as verl-debug stacks names it")
     parser.add_argument("pid", type=int, help="the worker's pid, as verl-debug stacks names it")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait in all")
@@ -54,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         client = JobSubmissionClient(dashboard)
         reply = run_report_job(client, "debug_rank_job.py", config, {}, args.timeout)
     except (ConnectionError, urllib.error.URLError, RuntimeError, TimeoutError) as exc:
-        print(f"verl-debug rank: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if "error" in reply:
-        print(f"verl-debug rank: pid {args.pid} on {args.node_ip}: {reply['error']}",
+        print(f"{PROG}: pid {args.pid} on {args.node_ip}: {reply['error']}",
               file=sys.stderr)  # fmt: skip
         return EXIT_ERROR
     again = " (already open)" if reply.get("already_open") else ""

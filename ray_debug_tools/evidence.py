@@ -20,8 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools._dashboard import job_ids
 from ray_debug_tools._net import RayDebugConnectionError
+
+PROG = f"{PROGRAM} evidence"
 
 # Exit codes of `job` the role tells apart: an unknown job stops the run, a silent head not.
 UNKNOWN_JOB = 2
@@ -107,9 +110,7 @@ def summary(out: Path, nodes: dict[str, Any]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="verl-debug evidence", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     steps = parser.add_subparsers(dest="step", required=True)
     job = steps.add_parser("job", help="a job's submission id and Ray job id, as JSON")
     job.add_argument("--head", required=True)

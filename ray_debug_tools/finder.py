@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import TextIO
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools._net import RayDebugConnectionError, open_tcp
 from ray_debug_tools.endpoints import DASHBOARD_PORT, GCS_PORT, Endpoints, resolve_endpoints
 from ray_debug_tools.pause_views import (
@@ -29,6 +30,8 @@ from ray_debug_tools.pause_views import (
     pauses_json,
 )
 from ray_debug_tools.pauses import LEGACY, POST_MORTEM, Pause, find_pauses
+
+PROG = f"{PROGRAM} breakpoints"
 
 # Exit codes: 2 is argparse's for misuse, and --vscode/--attach on the wrong kind of pause
 # is a misuse the operator fixes by switching flags.
@@ -72,7 +75,7 @@ def _copy_output(sock: socket.socket, stdout: TextIO) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="verl-debug breakpoints",
+        prog=PROG,
         description="List Ray tasks paused in a debugger (legacy pdb or debugpy) and attach.",
         epilog="Listing never attaches; attaching is what uses up a pause. On a cluster with "
         "token auth, set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH (or RAY_AUTH_TOKEN), "
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.attach is not None:
             return _attach(pauses, args.attach, args.timeout, _command(args))
     except (RayDebugConnectionError, RuntimeError) as exc:
-        print(f"verl-debug breakpoints: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if args.json:
         print(pauses_json(pauses))
@@ -150,9 +153,7 @@ def _command(args: argparse.Namespace) -> str:
     flags = [("--head", args.head), ("--dashboard", args.dashboard), ("--gcs", args.gcs)]
     if args.mode != "auto":
         flags.append(("--mode", args.mode))
-    return " ".join(
-        ["verl-debug breakpoints", *(f"{flag} {value}" for flag, value in flags if value)]
-    )
+    return " ".join([PROG, *(f"{flag} {value}" for flag, value in flags if value)])
 
 
 def _pick(pauses: list[Pause], number: int) -> Pause | None:
@@ -160,7 +161,7 @@ def _pick(pauses: list[Pause], number: int) -> Pause | None:
         return pauses[number - 1]
     valid = f": {number_spans(range(1, len(pauses) + 1))}" if pauses else ""
     print(
-        f"verl-debug breakpoints: no pause #{number} ({len(pauses)} paused now{valid})",
+        f"{PROG}: no pause #{number} ({len(pauses)} paused now{valid})",
         file=sys.stderr,
     )
     return None
@@ -175,7 +176,7 @@ def _print_vscode(
         debugpy = [p.number for p in pauses if p.mode != LEGACY]
         valid = f" (debugpy pauses: {number_spans(debugpy)})" if debugpy else ""
         print(
-            f"verl-debug breakpoints: #{number} is a legacy pdb pause, which VS Code cannot "
+            f"{PROG}: #{number} is a legacy pdb pause, which VS Code cannot "
             f"attach to; open it with: {command} --attach {number}{valid}",
             file=sys.stderr,
         )
@@ -190,13 +191,13 @@ def _attach(pauses: list[Pause], number: int, timeout: float, command: str) -> i
         return EXIT_ERROR
     if pause.mode != LEGACY:
         print(
-            f"verl-debug breakpoints: #{number} waits in debugpy, not pdb; attach VS Code with: "
+            f"{PROG}: #{number} waits in debugpy, not pdb; attach VS Code with: "
             f"{command} --vscode {number} > .vscode/launch.json",
             file=sys.stderr,
         )
         return EXIT_WRONG_KIND
     print(
-        f"verl-debug breakpoints: attaching to #{number} {pause.name} at {pause.address} "
+        f"{PROG}: attaching to #{number} {pause.name} at {pause.address} "
         "(c continues the task, Ctrl-D quits it)",
         file=sys.stderr,
     )

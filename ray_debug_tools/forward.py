@@ -24,7 +24,10 @@ from ray._private.authentication.http_token_authentication import (
     get_auth_headers_if_auth_enabled,
 )
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools.endpoints import DASHBOARD_PORT, dashboard_parser, dashboard_url
+
+PROG = f"{PROGRAM} forward"
 
 LOOPBACK = "127.0.0.1"
 # Hop-by-hop headers (RFC 9110, 7.6.1) end at this forwarder; the client's own credentials
@@ -78,7 +81,7 @@ def forwarding_handler(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = dashboard_parser("verl-debug forward", __doc__)
+    parser = dashboard_parser(PROG, __doc__)
     parser.add_argument(
         "--port", type=int, default=DASHBOARD_PORT, help="loopback port to serve on (8265)"
     )
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     token_headers = get_auth_headers_if_auth_enabled({})
     if not token_headers:
         print(
-            "verl-debug forward: no cluster token to add: set RAY_AUTH_MODE=token and "
+            f"{PROG}: no cluster token to add: set RAY_AUTH_MODE=token and "
             "RAY_AUTH_TOKEN_PATH to the cluster's token file (see the runbook); a cluster "
             "without token auth needs no forwarder",
             file=sys.stderr,
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = forwarding_handler(str(upstream), token_headers, args.timeout)
     server = http.server.ThreadingHTTPServer((LOOPBACK, args.port), handler)
     print(
-        f"verl-debug forward: http://{LOOPBACK}:{args.port} -> {upstream}, with the token",
+        f"{PROG}: http://{LOOPBACK}:{args.port} -> {upstream}, with the token",
         file=sys.stderr,
         flush=True,
     )

@@ -17,11 +17,14 @@ from pathlib import Path
 
 from ray.job_submission import JobSubmissionClient
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, table_of
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.dap_client import DapSession
 from ray_debug_tools.pauses import job_workers, legacy_breakpoints, paused_workers
 from ray_debug_tools.pdb_client import PdbSession
+
+PROG = f"{PROGRAM} probe"
 
 JOB_SCRIPT = "probe_job.py"
 COLUMNS = ("node", "ip", "ray", "GPUs", "NCCL/GLOO", "mode", "debugger", "reachable")
@@ -234,7 +237,7 @@ def table(reports: list[NodeReport]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cluster_parser("verl-debug probe", __doc__)
+    parser = cluster_parser(PROG, __doc__)
     parser.add_argument(
         "--debugger-port-range", required=True, metavar="LOW-HIGH",
         help="ray_debugger_port_range as the inventory has it: every node's Ray must run with it",

@@ -19,16 +19,19 @@ import argparse
 import sys
 import time
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools._net import RayDebugConnectionError
 from ray_debug_tools.endpoints import dashboard_parser, dashboard_url
 from ray_debug_tools.stack_views import format_report, group, report_json
 from ray_debug_tools.worker_stacks import find_workers, read_stacks, resolve_job
 
+PROG = f"{PROGRAM} stacks"
+
 EXIT_OK, EXIT_ERROR = 0, 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = dashboard_parser("verl-debug stacks", __doc__)
+    parser = dashboard_parser(PROG, __doc__)
     parser.add_argument(
         "--job", help="only the workers of this job: its submission id or its hex Ray job id"
     )
@@ -47,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         job = resolve_job(dashboard, args.job, args.timeout) if args.job else None
         workers = find_workers(dashboard, job, args.timeout)
     except (RayDebugConnectionError, RuntimeError, LookupError) as exc:
-        print(f"verl-debug stacks: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if not workers:
         print(
-            f"verl-debug stacks: no live worker{' of job ' + args.job if args.job else ''}",
+            f"{PROG}: no live worker{' of job ' + args.job if args.job else ''}",
             file=sys.stderr,
         )
         return EXIT_ERROR

@@ -6,14 +6,17 @@ before a training job does, with no model download and no GPU.
 
 from __future__ import annotations
 
+from ray_debug_tools import PROGRAM
 from ray_debug_tools._jobs import cluster_parser, connect, parse_nodes, run_report_job, table_of
+
+PROG = f"{PROGRAM} verl-check"
 
 JOB_SCRIPT = "verl_job.py"
 COLUMNS = ("node", "ip", "verl", "round trip")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cluster_parser("verl-debug verl-check", __doc__)
+    parser = cluster_parser(PROG, __doc__)
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args(argv)
     client, runtime_env = connect(args)
