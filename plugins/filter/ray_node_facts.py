@@ -1,5 +1,6 @@
 """What ray_facts knows of each node: the record a later run reads when it cannot reach the
-node, and whether the node's CPUs, GPUs and Python fit verl and the debugger port range."""
+node, whether the node's CPUs, GPUs and Python fit verl and the debugger port range, and
+whether its venv holds the lock."""
 
 from __future__ import annotations
 
@@ -94,6 +95,16 @@ def pythons_outside(nodes: Iterable[Mapping[str, Any]], requires: str) -> list[s
     ]
 
 
+def venvs_to_sync(nodes: Iterable[Mapping[str, Any]], lock_sha256: str) -> list[str]:
+    """The nodes whose venv (the probe's ray_node_venv) did not record this lock at its last
+    sync, or whose packages differ from the lock it recorded."""
+    return [
+        str(node["inventory_hostname"])
+        for node in nodes
+        if node["ray_node_venv"]["lock_sha256"] != lock_sha256 or node["ray_node_venv"]["drift"]
+    ]
+
+
 class FilterModule:
     """Ansible entry point."""
 
@@ -104,4 +115,5 @@ class FilterModule:
             "ray_debugger_port_shortfalls": debugger_port_shortfalls,
             "ray_verl_fit_shortfalls": verl_fit_shortfalls,
             "ray_pythons_outside": pythons_outside,
+            "ray_venvs_to_sync": venvs_to_sync,
         }

@@ -291,6 +291,23 @@ def test_verl_fit_needs_colocated_cpus_on_gpu_nodes_only() -> None:
     assert ray_node_facts.verl_fit_shortfalls(nodes, 2) == []
 
 
+def test_a_venv_syncs_when_its_lock_or_its_packages_differ() -> None:
+    def node(name: str, lock: str | None, drift: list[str]) -> dict:
+        return {"inventory_hostname": name, "ray_node_venv": {"lock_sha256": lock, "drift": drift}}
+
+    nodes = [
+        node("holds-it", "abc", []),
+        node("older-lock", "old", []),
+        node("no-venv", None, []),
+        node("package-changed", "abc", ["ray==2.60.0 (the venv has 2.59.0)"]),
+    ]
+    assert ray_node_facts.venvs_to_sync(nodes, "abc") == [
+        "older-lock",
+        "no-venv",
+        "package-changed",
+    ]
+
+
 def test_pythons_outside_names_each_node_verl_cannot_run_on() -> None:
     nodes = [
         {"inventory_hostname": host, "ray_node_python": {"version": version}}

@@ -3,6 +3,7 @@ kernel does, and the GID index RoCE v2 needs."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
@@ -88,12 +89,22 @@ def test_a_roce_port_without_an_ipv4_gid_has_no_index(tmp_path: Path) -> None:
     assert found == {"infiniband": [], "roce": ["mlx5_0"], "roce_gid_index": None}
 
 
-def probe_as_the_facts_play(nvidia_smi: str, driver: Path) -> dict:
+def probe_as_the_facts_play(nvidia_smi: str, driver: Path, venv: Path = Path("/nowhere")) -> dict:
     run = subprocess.run(
-        [sys.executable, str(PROBE), nvidia_smi, str(driver), "ray-firewall"],
+        [sys.executable, str(PROBE), "--nvidia-smi", nvidia_smi, "--driver", str(driver),
+         "--venv", str(venv), "--firewall-unit", "ray-firewall-of-no-test"],
         capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     return json.loads(run.stdout)
+
+
+def test_the_facts_play_passes_what_the_probe_asks() -> None:
+    """The facts play's command line against the probe's own parser."""
+    play = (PROJECT / "roles/ray_facts/tasks/main.yml").read_text()
+    asked = re.search(r"node_probe.py (.*?)\n\s+executable", play, re.DOTALL)
+    assert asked, "ray_facts no longer runs node_probe.py"
+    given = set(re.findall(r"(--[a-z-]+) ", asked.group(1)))
+    assert given == {"--nvidia-smi", "--driver", "--venv", "--firewall-unit"}
 
 
 def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
@@ -106,7 +117,39 @@ def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
     assert probe["nvidia"]["driver"] is None
     assert "root" in probe["groups"]
     # Where systemd answers, every unit asked for is read, installed or not.
-    assert set(probe["units"]) in ({"ray-firewall"}, set())
+    assert set(probe["units"]) in ({"ray-firewall-of-no-test"}, set())
+    # No firewall unit says what it loaded; no venv recorded a lock.
+    assert probe["firewall_table"] == "unknown"
+    assert probe["venv"] == {"lock_sha256": None, "drift": []}
+
+
+def make_venv(root: Path, lock: str, installed: list[str]) -> Path:
+    """A venv as uv leaves it: the lock recorded, a .dist-info directory per distribution."""
+    site = root / "lib/python3.11/site-packages"
+    site.mkdir(parents=True)
+    (root / "requirements.lock").write_text(lock)
+    for name in installed:
+        (site / f"{name}.dist-info").mkdir()
+    return root
+
+
+LOCK = "aiohttp-cors==0.8.1\ncertifi==2026.10.19.post1\nray==2.60.0\n"
+
+
+def test_a_venv_that_holds_its_lock_has_no_drift(tmp_path: Path) -> None:
+    installed = ["aiohttp_cors-0.8.1", "certifi-2026.10.19.post1", "ray-2.60.0"]
+    # The venv's own pip is beside the lock: uv pip sync keeps it, so it is no drift.
+    venv = make_venv(tmp_path, LOCK, [*installed, "pip-24.0"])
+    found = probe_as_the_facts_play("no-nvidia-smi", tmp_path / "no-driver", venv)["venv"]
+    assert found == {"lock_sha256": hashlib.sha256(LOCK.encode()).hexdigest(), "drift": []}
+
+
+def test_a_package_removed_or_changed_behind_the_tools_back_is_drift(tmp_path: Path) -> None:
+    venv = make_venv(tmp_path, LOCK, ["aiohttp_cors-0.8.1", "ray-2.59.0"])
+    assert node_probe.venv_packages(venv)["drift"] == [
+        "certifi==2026.10.19.post1 (the venv has none)",
+        "ray==2.60.0 (the venv has 2.59.0)",
+    ]
 
 
 def test_the_probe_reads_nvidia_smi_and_the_driver(tmp_path: Path) -> None:

@@ -2,19 +2,21 @@
 
 Run with the Python the cluster's venv will be built from (ray_base_python): its
 version and glibc decide which wheels the node can load. One run answers for the Python, the
-CPUs, the RDMA devices, the GPUs, the groups, and the firewall's package and unit: each module
-run costs a node a Python start. Read-only.
+CPUs, the RDMA devices, the GPUs, the groups, the firewall's package, unit and live table, and
+the venv's lock and packages: each module run costs a node a Python start. Read-only.
 
-    node_probe.py NVIDIA_SMI DRIVER [UNIT...]
-        # nvidia-smi's command, the driver's /proc file, the systemd units to read
+    node_probe.py --nvidia-smi CMD --driver FILE --venv DIR --firewall-unit UNIT
 """
 
 from __future__ import annotations
 
+import argparse
 import grp
+import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -116,7 +118,68 @@ def units(names: list[str]) -> dict[str, dict[str, str]]:
     return unit_states(names, shown["stdout"]) if shown["rc"] == 0 else {}
 
 
-def probe(nvidia_smi_command: str, driver: str, unit_names: list[str]) -> dict[str, Any]:
+NFT_PATHS = "/usr/sbin:/sbin"
+
+
+def nft_command() -> str | None:
+    return shutil.which("nft") or shutil.which("nft", path=NFT_PATHS)
+
+
+def loaded_listing(firewall_unit: str) -> Path:
+    """Where the firewall unit keeps its table as it loaded it (ray-firewall.service.j2)."""
+    return Path("/run", firewall_unit, "loaded.nft")
+
+
+def firewall_table(firewall_unit: str) -> str:
+    """The live table against the one the firewall unit loaded: "intact", "changed" (a rule
+    added or removed behind the unit's back), or "unknown" (no running unit says what it
+    loaded). Stateless listings: the counters change with traffic, the rules do not."""
+    loaded = _read(loaded_listing(firewall_unit))
+    named = re.match(r"table (\S+) (\S+) \{", loaded)
+    nft = nft_command()
+    if not named or not nft:
+        return "unknown"
+    live = run([nft, "--stateless", "list", "table", named.group(1), named.group(2)])
+    return "intact" if live["rc"] == 0 and live["stdout"].strip() == loaded else "changed"
+
+
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.MULTILINE)
+
+
+def distribution(name: str) -> str:
+    """A distribution's name as packaging compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed(venv: Path) -> dict[str, str]:
+    """The venv's distributions and versions, from their .dist-info directories' names."""
+    found = {}
+    for info in venv.glob("lib/python*/site-packages/*.dist-info"):
+        name, _, version = info.name.removesuffix(".dist-info").rpartition("-")
+        found[distribution(name)] = version
+    return found
+
+
+def venv_packages(venv: Path) -> dict[str, Any]:
+    """The lock the venv recorded at its last sync, and its pins the venv no longer holds: a
+    package removed or changed behind the tool's back, which the next sync puts back. Packages
+    beside the lock are not counted: `uv pip sync` keeps a venv's own pip and setuptools."""
+    record = venv / "requirements.lock"
+    if not record.is_file():
+        return {"lock_sha256": None, "drift": []}
+    lock = record.read_bytes()
+    present = installed(venv)
+    drift = [
+        f"{name}=={version} (the venv has {present.get(name, 'none')})"
+        for name, version in sorted(
+            (distribution(name), version) for name, version in PIN.findall(lock.decode())
+        )
+        if present.get(name) != version
+    ]
+    return {"lock_sha256": hashlib.sha256(lock).hexdigest(), "drift": drift}
+
+
+def probe(nvidia_smi_command: str, driver: str, venv: Path, firewall_unit: str) -> dict[str, Any]:
     return {
         "version": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "machine": platform.machine(),
@@ -126,11 +189,23 @@ def probe(nvidia_smi_command: str, driver: str, unit_names: list[str]) -> dict[s
         "nvidia": nvidia(nvidia_smi_command, driver),
         # Ray's user joins the GPU and RDMA device groups the node has.
         "groups": sorted(group.gr_name for group in grp.getgrall()),
-        "units": units(unit_names),
+        "units": units([firewall_unit]),
         # nftables' command, where the firewall would install the package.
-        "nft": shutil.which("nft") or shutil.which("nft", path="/usr/sbin:/sbin"),
+        "nft": nft_command(),
+        "firewall_table": firewall_table(firewall_unit),
+        "venv": venv_packages(venv),
     }
 
 
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="node_probe.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--nvidia-smi", required=True, help="nvidia-smi's command")
+    parser.add_argument("--driver", required=True, help="the NVIDIA driver's /proc file")
+    parser.add_argument("--venv", required=True, type=Path, help="the cluster venv")
+    parser.add_argument("--firewall-unit", required=True, help="the firewall's systemd unit")
+    args = parser.parse_args(argv)
+    print(json.dumps(probe(args.nvidia_smi, args.driver, args.venv, args.firewall_unit)))
+
+
 if __name__ == "__main__":
-    print(json.dumps(probe(sys.argv[1], sys.argv[2], sys.argv[3:])))
+    main(sys.argv[1:])
