@@ -45,14 +45,13 @@ def network_host(cidr: str, index: int) -> str:
     return str(ipaddress.ip_network(cidr, strict=False)[index])
 
 
-def interface_for_ip(facts: Mapping[str, Any], address: str) -> str:
-    """Name the network interface that carries `address`, from a host's gathered facts."""
-    for name in facts.get("interfaces", []):
-        iface = facts.get(name.replace("-", "_"), {})
-        addresses = [iface.get("ipv4", {}), *iface.get("ipv4_secondaries", [])]
-        if any(entry.get("address") == address for entry in addresses):
-            return str(iface.get("device", name))
-    known = sorted(facts.get("interfaces", []))
+def interface_for_ip(interfaces: Mapping[str, Iterable[str]], address: str) -> str:
+    """Name the network interface that carries `address`, from the node probe's
+    {interface: [its addresses]}."""
+    for name, addresses in interfaces.items():
+        if address in addresses:
+            return str(name)
+    known = sorted(interfaces)
     raise AnsibleFilterError(f"no interface carries address {address!r}; interfaces: {known}")
 
 

@@ -1,4 +1,5 @@
-"""Whether a systemd unit on a node (Ray's, the firewall's) is up as written."""
+"""Whether a systemd unit on a node (Ray's, the firewall's) is up as written, and whether it
+runs the files it reads at start as they are now."""
 
 from __future__ import annotations
 
@@ -17,10 +18,27 @@ def unit_up(properties: Mapping[str, str] | Iterable[str]) -> bool:
     return all(properties.get(name) == value for name, value in UNIT_UP.items())
 
 
+def runs_older_than(
+    properties: Mapping[str, str],
+    files: Mapping[str, Mapping[str, Any] | None],
+    paths: Iterable[str],
+) -> bool:
+    """Whether the unit runs a process started before one of `paths` was last written:
+    `systemctl show --timestamp=unix` of the unit, and the files as the probe observed them
+    ({path: {"mtime": seconds, ...} or None}). Files not observed say nothing."""
+    if properties.get("ActiveState") != "active":
+        return False
+    started = properties.get("ExecMainStartTimestamp", "").lstrip("@")
+    written = [(files.get(path) or {}).get("mtime") for path in paths]
+    newest = max((mtime for mtime in written if mtime is not None), default=None)
+    return newest is not None and int(started or 0) < newest
+
+
 class FilterModule:
     """Ansible entry point."""
 
     def filters(self) -> dict[str, Any]:
         return {
             "ray_unit_up": unit_up,
+            "ray_runs_older_than": runs_older_than,
         }

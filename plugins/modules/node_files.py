@@ -10,6 +10,7 @@ node compares each with what it has and touches only those that differ.
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import stat
@@ -63,7 +64,22 @@ options:
       validate:
         description: Command run on the new file before it replaces the old one; C(%s) is its path.
         type: str
+  record:
+    description:
+      - A file on the node that lists, as a JSON array, every path this module put in its state
+        there, for one reader to check them all at once (ray_facts' probe, whose reading the
+        action passes back as C(observed) on the next run). Written only where its directory
+        exists; the paths of this run are added to those listed.
+    type: path
+  observed:
+    description:
+      - What the facts play's probe read of the recorded paths at the start of this run
+        (C(record), and C(paths), each path's state, content sha256 and attributes). Entries
+        that all hold there are not sent to the node; the action removes this option.
+    type: dict
 attributes:
+  action:
+    support: full
   check_mode:
     support: full
   diff_mode:
@@ -254,6 +270,25 @@ class Converger:
         return True
 
 
+def record_paths(record: str, paths: list[str]) -> None:
+    """Add `paths` to the JSON list in `record`, where its directory exists (a run that has
+    not made it yet records on the next one)."""
+    if not os.path.isdir(os.path.dirname(record)):
+        return
+    try:
+        with open(record) as listed:
+            known = set(json.load(listed))
+    except (FileNotFoundError, ValueError):
+        known = set()
+    if set(paths) <= known:
+        return
+    handle, staged = tempfile.mkstemp(dir=os.path.dirname(record), prefix=".node_files.")
+    with os.fdopen(handle, "w") as new:
+        json.dump(sorted(known | set(paths)), new)
+    os.chmod(staged, 0o644)
+    os.replace(staged, record)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -275,7 +310,8 @@ def main() -> None:
                     "group": {"type": "str"},
                     "validate": {"type": "str"},
                 },
-            }
+            },
+            "record": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -292,6 +328,13 @@ def main() -> None:
             converger.apply(entry)
     except (EntryError, OSError) as problem:
         module.fail_json(msg=str(problem), paths=converger.paths)
+    if module.params["record"] and not module.check_mode:
+        try:
+            record_paths(
+                module.params["record"], [entry["path"] for entry in module.params["entries"]]
+            )
+        except OSError as problem:
+            module.fail_json(msg=f"{module.params['record']}: {problem}", paths=converger.paths)
     result: dict[str, Any] = {"changed": bool(converger.paths), "paths": converger.paths}
     if module._diff and converger.diffs:
         result["diff"] = converger.diffs

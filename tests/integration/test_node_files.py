@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.verl_debug.cluster.plugins.action import node_files as action
 
 PROJECT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
@@ -139,3 +140,78 @@ def test_the_module_runs_under_ansible_with_check_and_diff(tmp_path: Path) -> No
     assert not (tmp_path / "etc").exists()
     assert ad_hoc()["changed"]
     assert not ad_hoc()["changed"]
+
+
+_probe_spec = importlib.util.spec_from_file_location(
+    "node_probe", PROJECT / "roles/ray_facts/files/node_probe.py"
+)
+assert _probe_spec and _probe_spec.loader
+node_probe = importlib.util.module_from_spec(_probe_spec)
+_probe_spec.loader.exec_module(node_probe)
+
+
+def test_what_the_probe_observes_is_what_the_action_compares(tmp_path: Path) -> None:
+    """The node side (the probe's reading) and the controller side (the action's comparison)
+    of one judgement: a layout the module made holds; each kind of change behind its back
+    does not, for exactly the entry it touched."""
+    secret = {"path": str(tmp_path / "etc/token"), "content": "t0k3n\n", "mode": "0640"}
+    entries = [
+        {"path": str(tmp_path / "etc"), "state": "directory", "mode": "0755"},
+        {"path": str(tmp_path / "etc/ray.env"), "content": "A=1\n", "mode": "0644"},
+        {"path": str(tmp_path / "bin/ray"), "state": "link", "src": "/opt/venv/bin/ray"},
+        {"path": str(tmp_path / "gone"), "state": "absent"},
+    ]
+    (tmp_path / "bin").mkdir()
+    converge([*entries, secret])
+    # A file others may not read is observed without its digest, so never taken as settled.
+    assert node_probe.observe(secret["path"])["sha256"] is None
+    assert not action.settled(secret, node_probe.observe(secret["path"]))
+
+    def unsettled() -> list[str]:
+        return [
+            entry["path"]
+            for entry in entries
+            if not action.settled(entry, node_probe.observe(entry["path"]))
+        ]
+
+    assert unsettled() == []
+    (tmp_path / "etc/ray.env").write_text("A=2\n")
+    os.chmod(tmp_path / "etc", 0o700)
+    (tmp_path / "bin/ray").unlink()
+    (tmp_path / "bin/ray").symlink_to("/elsewhere")
+    (tmp_path / "gone").write_text("")
+    changed = ["etc", "etc/ray.env", "bin/ray", "gone"]
+    assert unsettled() == [str(tmp_path / path) for path in changed]
+
+
+def test_an_observed_node_gets_only_what_differs_and_a_record_of_it(tmp_path: Path) -> None:
+    """Through ansible, as the roles call it with the probe's reading (`observed`): entries
+    that all hold there start no module, so a file changed since the reading stays as it is;
+    one that differs is written by the module, which lists its paths for the next probe."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1")  # fmt: skip
+    record = tmp_path / "node-files.json"
+    target = tmp_path / "ray.env"
+    entry = {"path": str(target), "content": "A=1\n", "mode": "0644"}
+
+    def play(observed_paths: dict) -> dict:
+        args = {"entries": [entry], "observed": {"record": str(record), "paths": observed_paths}}
+        run = subprocess.run(
+            [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+             "-m", "verl_debug.cluster.node_files", "-a", json.dumps(args)],
+            cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        return json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+    # Nothing read there yet: the module writes the file and records its path.
+    assert play({})["paths"] == [str(target)]
+    assert json.loads(record.read_text()) == [str(target)]
+    seen = node_probe.observed_files(record)["paths"]
+    # Changed after the reading: the action trusts this run's reading and sends nothing.
+    target.write_text("changed since the probe read it\n")
+    assert play(seen) == {**play(seen), "changed": False, "paths": []}
+    assert target.read_text() == "changed since the probe read it\n"
+    # The next reading sees the change, and the module puts the file back.
+    assert play(node_probe.observed_files(record)["paths"])["paths"] == [str(target)]
+    assert target.read_text() == "A=1\n"

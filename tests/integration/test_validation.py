@@ -6,6 +6,7 @@ validation runs on the controller alone, so reaching a host would itself be a fa
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -258,15 +259,24 @@ def local_nodes(**worker_vars: object) -> dict:
 
 
 def python_reporting(tmp_path: Path, version: str = "3.12") -> Path:
-    """A node 'Python' whose probe answers `version` with 16 CPUs and no GPUs."""
+    """A node 'Python' whose probe answers `version` with 16 CPUs and no GPUs; the rest is what
+    the real probe reads on this machine."""
+    answer = tmp_path / f"python{version}.json"
+    answer.write_text(
+        json.dumps({
+            "version": version, "machine": "x86_64", "glibc": "2.36", "cpus": 16,
+            "rdma": {"infiniband": [], "roce": [], "roce_gid_index": None},
+            "nvidia": {"query": {"rc": 127, "stdout": ""}, "banner": {"rc": 127, "stdout": ""},
+                       "driver": None},
+        })
+    )  # fmt: skip
+    merge = (
+        "import json, sys; "
+        "print(json.dumps({**json.load(sys.stdin), **json.load(open(sys.argv[1]))}))"
+    )
     fake_python = tmp_path / f"python{version}"
     fake_python.write_text(
-        "#!/bin/sh\necho '"
-        f'{{"version": "{version}", "machine": "x86_64", "glibc": "2.36", "cpus": 16,'
-        ' "rdma": {"infiniband": [], "roce": [], "roce_gid_index": null},'
-        ' "nvidia": {"query": {"rc": 127, "stdout": ""}, "banner": {"rc": 127, "stdout": ""},'
-        ' "driver": null}, "groups": ["root"], "units": {}, "nft": null}'
-        "'\n"
+        f'#!/bin/sh\n"{sys.executable}" "$@" | "{sys.executable}" -c "{merge}" "{answer}"\n'
     )
     fake_python.chmod(0o755)
     return fake_python

@@ -80,7 +80,7 @@ def published_facts() -> set[str]:
     """The names in docs/design.md's "Facts the roles publish" table."""
     section = (PROJECT / "docs/design.md").read_text().split("### Facts the roles publish")[1]
     rows = [line for line in section.split("\n## ")[0].splitlines() if line.startswith("| `")]
-    return {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+    return {name for row in rows for name in re.findall(r"`([a-z0-9_]+)`", row.split("|")[1])}
 
 
 def tasks_of(entries: list) -> Iterator[dict]:

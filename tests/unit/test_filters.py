@@ -47,15 +47,11 @@ def test_oldest_version_compares_numerically() -> None:
     assert ray_node_facts.oldest_version(["2.36", "2.9", "2.28"]) == "2.9"
 
 
-FACTS = {
-    "interfaces": ["lo", "eth0", "ib-0"],
-    "lo": {"device": "lo", "ipv4": {"address": "127.0.0.1"}},
-    "eth0": {"device": "eth0", "ipv4": {"address": "10.0.0.5"}},
-    "ib_0": {
-        "device": "ib-0",
-        "ipv4": {"address": "10.10.0.5"},
-        "ipv4_secondaries": [{"address": "10.20.0.5"}],
-    },
+# The node probe's interfaces, as `ip -json address show` lists them.
+INTERFACES = {
+    "lo": ["127.0.0.1", "::1"],
+    "eth0": ["10.0.0.5", "fe80::1"],
+    "ib-0": ["10.10.0.5", "10.20.0.5"],
 }
 
 
@@ -63,12 +59,12 @@ FACTS = {
     ("address", "interface"), [("10.0.0.5", "eth0"), ("10.10.0.5", "ib-0"), ("10.20.0.5", "ib-0")]
 )
 def test_interface_for_ip_finds_the_nic(address: str, interface: str) -> None:
-    assert ray_network.interface_for_ip(FACTS, address) == interface
+    assert ray_network.interface_for_ip(INTERFACES, address) == interface
 
 
 def test_interface_for_unknown_ip_names_the_interfaces() -> None:
     with pytest.raises(AnsibleFilterError, match=r"10\.9\.9\.9.*'eth0'"):
-        ray_network.interface_for_ip(FACTS, "10.9.9.9")
+        ray_network.interface_for_ip(INTERFACES, "10.9.9.9")
 
 
 def test_node_rows_are_the_rows_of_the_heads_reply_or_none() -> None:

@@ -92,7 +92,10 @@ def test_a_roce_port_without_an_ipv4_gid_has_no_index(tmp_path: Path) -> None:
 def probe_as_the_facts_play(nvidia_smi: str, driver: Path, venv: Path = Path("/nowhere")) -> dict:
     run = subprocess.run(
         [sys.executable, str(PROBE), "--nvidia-smi", nvidia_smi, "--driver", str(driver),
-         "--venv", str(venv), "--firewall-unit", "ray-firewall-of-no-test"],
+         "--venv", str(venv), "--firewall-unit", "ray-firewall-of-no-test",
+         "--ray-unit", "ray-of-no-test", "--files-record", str(venv / "no-record"),
+         "--proof-record", str(venv / "no-proof"), "--operator", "root",
+         "--operator", "no-such-operator"],
         capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     return json.loads(run.stdout)
@@ -104,7 +107,10 @@ def test_the_facts_play_passes_what_the_probe_asks() -> None:
     asked = re.search(r"node_probe.py (.*?)\n\s+executable", play, re.DOTALL)
     assert asked, "ray_facts no longer runs node_probe.py"
     given = set(re.findall(r"(--[a-z-]+) ", asked.group(1)))
-    assert given == {"--nvidia-smi", "--driver", "--venv", "--firewall-unit"}
+    assert given == {
+        "--nvidia-smi", "--driver", "--venv", "--firewall-unit", "--ray-unit", "--files-record",
+        "--proof-record", "--operator",
+    }  # fmt: skip
 
 
 def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
@@ -116,11 +122,18 @@ def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
     assert probe["nvidia"]["query"]["rc"] == probe["nvidia"]["banner"]["rc"] == 127
     assert probe["nvidia"]["driver"] is None
     assert "root" in probe["groups"]
+    # System accounts and the operators named, as the user module compares them; an operator
+    # without an account is missing, for ray_service to name.
+    assert probe["accounts"]["root"]["group"] == "root"
+    assert probe["accounts"]["root"]["home_exists"]
+    assert "no-such-operator" not in probe["accounts"]
     # Where systemd answers, every unit asked for is read, installed or not.
-    assert set(probe["units"]) in ({"ray-firewall-of-no-test"}, set())
+    assert set(probe["units"]) in ({"ray-firewall-of-no-test", "ray-of-no-test"}, set())
     # No firewall unit says what it loaded; no venv recorded a lock.
     assert probe["firewall_table"] == "unknown"
     assert probe["venv"] == {"lock_sha256": None, "drift": []}
+    assert probe["files"]["paths"] == {}
+    assert probe["last_proof"] is None
 
 
 def make_venv(root: Path, lock: str, installed: list[str]) -> Path:
@@ -183,11 +196,16 @@ def test_unit_states_are_read_per_unit_in_the_order_asked() -> None:
     assert node_probe.unit_states([], "") == {}
 
 
-def test_the_probe_reads_what_ray_unit_up_judges() -> None:
-    """The node side and the controller side of one judgement: the probe's systemctl read, and
-    ray_service's, ask for exactly the properties ray_unit_up compares."""
-    assert set(node_probe.UNIT_PROPERTIES) == set(ray_units.UNIT_UP)
-    read = (PROJECT / "roles/ray_service/tasks/configure.yml").read_text()
-    asked = re.search(r"systemctl show .* --property=(\S+)", read)
-    assert asked, "ray_service no longer reads its unit with systemctl show --property="
-    assert set(ray_units.UNIT_UP) <= set(asked.group(1).split(","))
+def test_the_probe_reads_what_the_unit_filters_judge() -> None:
+    """The node side and the controller side of one judgement: the probe's systemctl read asks
+    for every property ray_unit_up and ray_runs_older_than compare."""
+    assert {*ray_units.UNIT_UP, "ExecMainStartTimestamp"} == set(node_probe.UNIT_PROPERTIES)
+
+
+def test_ray_runs_older_than_a_file_it_reads_at_start() -> None:
+    running = {"ActiveState": "active", "ExecMainStartTimestamp": "@1000"}
+    files = {"/unit": {"mtime": 999}, "/env": {"mtime": 1001}, "/gone": None}
+    assert ray_units.runs_older_than(running, files, ["/unit", "/env"])
+    assert not ray_units.runs_older_than(running, files, ["/unit", "/gone", "/unread"])
+    # A Ray that does not run is started, not restarted.
+    assert not ray_units.runs_older_than({"ActiveState": "inactive"}, files, ["/env"])

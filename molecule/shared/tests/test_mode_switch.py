@@ -29,8 +29,8 @@ from test_runbook import commands, derived, find_and_attach, printed
 # The reader's inventory in README.md's commands; the tests put theirs there.
 README_INVENTORY = "inventory/mycluster/hosts.yml"
 
-# The first task after every node's new unit and environment are written, before any stop.
-CUT_AT = "TASK [verl_debug.cluster.ray_service : Read when Ray started"
+# A task after every node's new unit and environment are written, before any stop.
+CUT_AT = "TASK [verl_debug.cluster.ray_service : Install the cluster token"
 OTHER_MODE = {"legacy": "post_mortem", "post_mortem": "legacy", "off": "post_mortem"}
 # A mode switch may rewrite Ray's environment and unit and restart it on the nodes, and
 # rewrite the runbook on the controller; nothing else.

@@ -1,11 +1,13 @@
 """What the facts play needs from a node that Ansible's facts lack; prints one JSON object.
 
-Run with the Python the cluster's venv will be built from (ray_base_python): its
-version and glibc decide which wheels the node can load. One run answers for the Python, the
-CPUs, the RDMA devices, the GPUs, the groups, the firewall's package, unit and live table, and
-the venv's lock and packages: each module run costs a node a Python start. Read-only.
+Run with the Python the cluster's venv will be built from (ray_base_python): its version and
+glibc decide which wheels the node can load. One run answers for the Python, the CPUs, the
+network, the RDMA devices, the GPUs, the groups and accounts, the firewall's package, unit and
+live table, the venv's lock and packages, Ray's unit, the files the node_files module put in
+their state and the last proof: each module run costs a node a Python start. Read-only.
 
-    node_probe.py --nvidia-smi CMD --driver FILE --venv DIR --firewall-unit UNIT
+    node_probe.py --nvidia-smi CMD --driver FILE --venv DIR --firewall-unit UNIT \
+        --ray-unit UNIT --files-record FILE --proof-record FILE [--operator NAME ...]
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import hashlib
 import json
 import os
 import platform
+import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -97,8 +101,9 @@ def nvidia(command: str, driver: str) -> dict[str, Any]:
     }
 
 
-# Whether a unit runs, starts at boot, and runs the unit file on disk.
-UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "NeedDaemonReload")
+# Whether a unit runs, starts at boot, and runs the unit file on disk; when its process started
+# (against its files' mtimes: one clock, --timestamp=unix).
+UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "NeedDaemonReload", "ExecMainStartTimestamp")
 
 
 def unit_states(names: list[str], shown: str) -> dict[str, dict[str, str]]:
@@ -114,7 +119,8 @@ def units(names: list[str]) -> dict[str, dict[str, str]]:
     """What systemd says of each unit; nothing where systemd does not answer."""
     if not names:
         return {}
-    shown = run(["systemctl", "show", "--property=" + ",".join(UNIT_PROPERTIES), *names])
+    properties = "--property=" + ",".join(UNIT_PROPERTIES)
+    shown = run(["systemctl", "show", properties, "--timestamp=unix", *names])
     return unit_states(names, shown["stdout"]) if shown["rc"] == 0 else {}
 
 
@@ -179,21 +185,126 @@ def venv_packages(venv: Path) -> dict[str, Any]:
     return {"lock_sha256": hashlib.sha256(lock).hexdigest(), "drift": drift}
 
 
-def probe(nvidia_smi_command: str, driver: str, venv: Path, firewall_unit: str) -> dict[str, Any]:
+def observe(path: str) -> dict[str, Any] | None:
+    """A path's state as the node_files action compares it: its kind, a file's content sha256,
+    its mode, owner and group, a link's target; None where nothing is there."""
+    try:
+        found = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(found.st_mode):
+        return {"state": "link", "src": os.readlink(path)}
+    seen = {
+        "mode": f"{stat.S_IMODE(found.st_mode):04o}",
+        "owner": _name(pwd.getpwuid, found.st_uid),
+        "group": _name(grp.getgrgid, found.st_gid),
+    }
+    if stat.S_ISDIR(found.st_mode):
+        return {"state": "directory", **seen}
+    if stat.S_ISREG(found.st_mode):
+        # A file others may not read (the token) keeps its digest off the log: unconfirmed, the
+        # action sends it to the module.
+        readable = found.st_mode & stat.S_IROTH
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if readable else None
+        return {"state": "file", "sha256": digest, "mtime": int(found.st_mtime), **seen}
+    return {"state": "other"}
+
+
+def _name(lookup: Any, number: int) -> str:
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return str(number)
+
+
+def observed_files(record: Path) -> dict[str, Any]:
+    """Every path the node_files module recorded on the node, observed now: the action compares
+    a re-run's entries with these and sends only those that differ."""
+    try:
+        paths = json.loads(record.read_text())
+    except (OSError, ValueError):
+        paths = []
+    return {"record": str(record), "paths": {path: observe(path) for path in paths}}
+
+
+def ip_command() -> str:
+    return shutil.which("ip") or shutil.which("ip", path=NFT_PATHS) or "ip"
+
+
+def network() -> dict[str, Any]:
+    """What Ansible's network facts gave the facts play, read as Ansible reads them: the source
+    address of the route to a public address (ray_node_ip's default; none without such a
+    route), and every interface with its addresses."""
+    ip = ip_command()
+    route = run([ip, "-4", "route", "get", "8.8.8.8"])
+    source = re.search(r"\bsrc (\S+)", route["stdout"]) if route["rc"] == 0 else None
+    shown = run([ip, "-json", "address", "show"])
+    links = json.loads(shown["stdout"] or "[]") if shown["rc"] == 0 else []
+    return {
+        "default_ipv4": source.group(1) if source else "",
+        "interfaces": {
+            link["ifname"]: [address["local"] for address in link.get("addr_info", [])]
+            for link in links
+        },
+    }
+
+
+# Accounts up to here are system accounts (Debian's SYS_UID_MAX), Ray's among them.
+SYSTEM_UID_MAX = 999
+
+
+def accounts(named: list[str]) -> dict[str, dict[str, Any]]:
+    """The system accounts and the `named` ones (the operators, looked up one by one: a
+    directory service may not list its users), as the user module would compare them."""
+    supplementary: dict[str, list[str]] = {}
+    for group in grp.getgrall():
+        for member in group.gr_mem:
+            supplementary.setdefault(member, []).append(group.gr_name)
+    entries = {entry.pw_name: entry for entry in pwd.getpwall() if entry.pw_uid <= SYSTEM_UID_MAX}
+    for name in named:
+        try:
+            entries[name] = pwd.getpwnam(name)
+        except KeyError:
+            continue
+    return {
+        name: {
+            "group": _name(grp.getgrgid, entry.pw_gid),
+            "groups": sorted(supplementary.get(name, [])),
+            "home": entry.pw_dir,
+            "home_exists": os.path.isdir(entry.pw_dir),
+            "shell": entry.pw_shell,
+        }
+        for name, entry in entries.items()
+    }
+
+
+def last_proof(record: Path) -> Any:
+    """The head's record of the last passing proof (ray_verify), or None."""
+    try:
+        return json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def probe(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "version": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "machine": platform.machine(),
         "glibc": platform.libc_ver()[1],
         "cpus": len(os.sched_getaffinity(0)),
+        "network": network(),
         "rdma": rdma_devices(),
-        "nvidia": nvidia(nvidia_smi_command, driver),
+        "nvidia": nvidia(args.nvidia_smi, args.driver),
         # Ray's user joins the GPU and RDMA device groups the node has.
         "groups": sorted(group.gr_name for group in grp.getgrall()),
-        "units": units([firewall_unit]),
+        "accounts": accounts(args.operator),
+        "units": units([args.firewall_unit, args.ray_unit]),
         # nftables' command, where the firewall would install the package.
         "nft": nft_command(),
-        "firewall_table": firewall_table(firewall_unit),
-        "venv": venv_packages(venv),
+        "firewall_table": firewall_table(args.firewall_unit),
+        "venv": venv_packages(args.venv),
+        "files": observed_files(args.files_record),
+        "last_proof": last_proof(args.proof_record),
     }
 
 
@@ -203,8 +314,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--driver", required=True, help="the NVIDIA driver's /proc file")
     parser.add_argument("--venv", required=True, type=Path, help="the cluster venv")
     parser.add_argument("--firewall-unit", required=True, help="the firewall's systemd unit")
-    args = parser.parse_args(argv)
-    print(json.dumps(probe(args.nvidia_smi, args.driver, args.venv, args.firewall_unit)))
+    parser.add_argument("--ray-unit", required=True, help="Ray's systemd unit")
+    parser.add_argument(
+        "--files-record", required=True, type=Path, help="where node_files lists its paths"
+    )
+    parser.add_argument(
+        "--proof-record", required=True, type=Path, help="where the head keeps the last proof"
+    )
+    parser.add_argument(
+        "--operator", action="append", default=[], help="an account to read (repeated)"
+    )
+    print(json.dumps(probe(parser.parse_args(argv))))
 
 
 if __name__ == "__main__":
