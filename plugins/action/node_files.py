@@ -60,7 +60,7 @@ class ActionModule(ActionBase):
     """Compare first; run the module only where something differs or was not read."""
 
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("entries", "observed"))
+    _VALID_ARGS = frozenset(("entries", "record", "observed"))
 
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
