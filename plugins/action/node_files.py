@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.verl_debug.cluster.plugins.modules.node_files import Converger, EntryError
+from ansible_collections.verl_debug.cluster.plugins.modules.node_files import (
+    Converger,
+    EntryError,
+    parse_mode,
+)
 
 MODULE = "verl_debug.cluster.node_files"
-
-
-def _mode(value: Any) -> int | None:
-    return None if value is None else int(str(value), 8)
 
 
 def settled(entry: Mapping[str, Any], seen: Mapping[str, Any] | None) -> bool:
@@ -39,7 +39,12 @@ def settled(entry: Mapping[str, Any], seen: Mapping[str, Any] | None) -> bool:
         or seen["sha256"] != hashlib.sha256(str(entry["content"]).encode()).hexdigest()
     ):
         return False
-    return (entry.get("mode") is None or _mode(entry["mode"]) == _mode(seen["mode"])) and all(
+    try:
+        mode = parse_mode(entry)
+    except EntryError:
+        # The module names the bad value.
+        return False
+    return (mode is None or mode == int(seen["mode"], 8)) and all(
         entry.get(key) in (None, seen[key]) for key in ("owner", "group")
     )
 

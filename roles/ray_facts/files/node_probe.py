@@ -124,11 +124,12 @@ def units(names: list[str]) -> dict[str, dict[str, str]]:
     return unit_states(names, shown["stdout"]) if shown["rc"] == 0 else {}
 
 
-NFT_PATHS = "/usr/sbin:/sbin"
+# Where nft and ip live on nodes whose PATH (a non-login shell's) leaves out sbin.
+SBIN_PATHS = "/usr/sbin:/sbin"
 
 
-def nft_command() -> str | None:
-    return shutil.which("nft") or shutil.which("nft", path=NFT_PATHS)
+def sbin_command(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path=SBIN_PATHS)
 
 
 def loaded_listing(firewall_unit: str) -> Path:
@@ -142,7 +143,7 @@ def firewall_table(firewall_unit: str) -> str:
     loaded). Stateless listings: the counters change with traffic, the rules do not."""
     loaded = _read(loaded_listing(firewall_unit))
     named = re.match(r"table (\S+) (\S+) \{", loaded)
-    nft = nft_command()
+    nft = sbin_command("nft")
     if not named or not nft:
         return "unknown"
     live = run([nft, "--stateless", "list", "table", named.group(1), named.group(2)])
@@ -217,25 +218,26 @@ def _name(lookup: Any, number: int) -> str:
         return str(number)
 
 
+def read_json(path: Path) -> Any:
+    """A JSON file the tool keeps on the node, or None where it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def observed_files(record: Path) -> dict[str, Any]:
     """Every path the node_files module recorded on the node, observed now: the action compares
     a re-run's entries with these and sends only those that differ."""
-    try:
-        paths = json.loads(record.read_text())
-    except (OSError, ValueError):
-        paths = []
+    paths = read_json(record) or []
     return {"record": str(record), "paths": {path: observe(path) for path in paths}}
-
-
-def ip_command() -> str:
-    return shutil.which("ip") or shutil.which("ip", path=NFT_PATHS) or "ip"
 
 
 def network() -> dict[str, Any]:
     """What Ansible's network facts gave the facts play, read as Ansible reads them: the source
     address of the route to a public address (ray_node_ip's default; none without such a
     route), and every interface with its addresses."""
-    ip = ip_command()
+    ip = sbin_command("ip") or "ip"
     route = run([ip, "-4", "route", "get", "8.8.8.8"])
     source = re.search(r"\bsrc (\S+)", route["stdout"]) if route["rc"] == 0 else None
     shown = run([ip, "-json", "address", "show"])
@@ -253,11 +255,11 @@ def network() -> dict[str, Any]:
 SYSTEM_UID_MAX = 999
 
 
-def accounts(named: list[str]) -> dict[str, dict[str, Any]]:
+def accounts(named: list[str], groups: list[grp.struct_group]) -> dict[str, dict[str, Any]]:
     """The system accounts and the `named` ones (the operators, looked up one by one: a
     directory service may not list its users), as the user module would compare them."""
     supplementary: dict[str, list[str]] = {}
-    for group in grp.getgrall():
+    for group in groups:
         for member in group.gr_mem:
             supplementary.setdefault(member, []).append(group.gr_name)
     entries = {entry.pw_name: entry for entry in pwd.getpwall() if entry.pw_uid <= SYSTEM_UID_MAX}
@@ -278,15 +280,8 @@ def accounts(named: list[str]) -> dict[str, dict[str, Any]]:
     }
 
 
-def last_proof(record: Path) -> Any:
-    """The head's record of the last passing proof (ray_verify), or None."""
-    try:
-        return json.loads(record.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def probe(args: argparse.Namespace) -> dict[str, Any]:
+    groups = grp.getgrall()
     return {
         "version": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "machine": platform.machine(),
@@ -296,15 +291,16 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         "rdma": rdma_devices(),
         "nvidia": nvidia(args.nvidia_smi, args.driver),
         # Ray's user joins the GPU and RDMA device groups the node has.
-        "groups": sorted(group.gr_name for group in grp.getgrall()),
-        "accounts": accounts(args.operator),
+        "groups": sorted(group.gr_name for group in groups),
+        "accounts": accounts(args.operator, groups),
         "units": units([args.firewall_unit, args.ray_unit]),
         # nftables' command, where the firewall would install the package.
-        "nft": nft_command(),
+        "nft": sbin_command("nft"),
         "firewall_table": firewall_table(args.firewall_unit),
         "venv": venv_packages(args.venv),
         "files": observed_files(args.files_record),
-        "last_proof": last_proof(args.proof_record),
+        # The head's record of the last passing proof (ray_verify), or None.
+        "last_proof": read_json(args.proof_record),
     }
 
 
