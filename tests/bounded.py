@@ -56,7 +56,8 @@ def run_bounded(
         env = {
             **(os.environ if env is None else env),
             "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
-            "ANSIBLE_CALLBACKS_ENABLED": "last_task",
+            # The variable replaces ansible.cfg's callbacks: its own is named again.
+            "ANSIBLE_CALLBACKS_ENABLED": "last_task,verl_debug.cluster.warm_forks",
             "ANSIBLE_LAST_TASK_FILE": last_task.name,
             "ANSIBLE_TASK_TIMEOUT": str(TASK_LIMIT_S),
         }
