@@ -79,12 +79,18 @@ def test_claim_skips_ports_in_use() -> None:
 
 def test_claim_skips_ports_claimed_but_not_yet_bound() -> None:
     # debugpy's adapter binds the port a moment after the claim: the claim alone must keep
-    # every other debugger off it.
-    held = [rdpr.claim_port("127.0.0.1", PORTS) for _ in PORTS[:-1]]
+    # every other debugger off it. Claims until the range is full, so that a port this machine
+    # uses for something else (an outgoing connection's ephemeral port) only shortens the run.
+    held = []
     try:
-        port, claim = rdpr.claim_port("127.0.0.1", PORTS)
-        claim.close()
-        assert port not in {port for port, _ in held}
+        for _ in PORTS:
+            try:
+                held.append(rdpr.claim_port("127.0.0.1", PORTS))
+            except RuntimeError:
+                break
+        ports = [port for port, _ in held]
+        assert len(ports) >= 2, f"too few free ports in {RANGE} to test: {ports}"
+        assert len(set(ports)) == len(ports), ports
     finally:
         for _, claim in held:
             claim.close()
