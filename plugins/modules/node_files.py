@@ -29,7 +29,7 @@ description:
   - A file is written to a temporary file beside it, validated when asked, and renamed into
     place, so a reader never sees half a file.
   - One module run per node where M(ansible.builtin.template) and M(ansible.builtin.copy)
-    take two per file; render templates on the controller with the template lookup.
+    take two per file; templates are rendered on the controller (O(entries[].template)).
 options:
   entries:
     description: What to put on the node, in order.
@@ -48,6 +48,13 @@ options:
         default: file
       content:
         description: The file's text (O(entries[].state=file)).
+        type: str
+      template:
+        description:
+          - A template of the role's C(templates/) (or a path), rendered on the controller with
+            the task's variables as M(ansible.builtin.template) renders it; its text is the
+            file's O(entries[].content). Give one of the two.
+          - The action renders it without the template lookup's copy of every variable.
         type: str
       src:
         description: Where the link points (O(entries[].state=link)).
@@ -71,12 +78,25 @@ options:
         action passes back as C(observed) on the next run). Written only where its directory
         exists; the paths of this run are added to those listed.
     type: path
+  identify:
+    description:
+      - Return each file entry's identity (C(identities)), as the node is after this run.
+    type: bool
+    default: false
   observed:
     description:
       - What the facts play's probe read of the recorded paths at the start of this run
         (C(record), and C(paths), each path's state, content sha256 and attributes). Entries
         that all hold there are not sent to the node; the action removes this option.
     type: dict
+  witness:
+    description:
+      - A file on the controller that vouches for the files the probe cannot read (a secret
+        others may not read has no digest in its reading): each such path's content sha256 and
+        identity (inode and change time) when the module last confirmed it. Such a file holds
+        only where its identity is unchanged since then and its content is the one wanted;
+        written 0600 by the action (with O(identify)), which removes this option.
+    type: path
 attributes:
   action:
     support: full
@@ -94,7 +114,7 @@ EXAMPLES = r"""
         state: directory
         mode: "0755"
       - path: /etc/ray-cluster/ray.env
-        content: "{{ lookup('ansible.builtin.template', 'ray.env.j2') }}"
+        template: ray.env.j2
         mode: "0644"
   register: written
 """
@@ -105,6 +125,10 @@ paths:
   type: list
   elements: str
   returned: always
+identities:
+  description: Each file entry's path and its inode and change time in nanoseconds.
+  type: dict
+  returned: with O(identify)
 """
 
 Entry = Mapping[str, Any]
@@ -289,6 +313,22 @@ def record_paths(record: str, paths: list[str]) -> None:
     os.replace(staged, record)
 
 
+def identities(entries: list[Entry]) -> dict[str, list[int]]:
+    """Each regular file among the entries: its inode and change time, which any write, chmod,
+    chown or replacement changes."""
+    found = {}
+    for entry in entries:
+        if (entry.get("state") or "file") != "file":
+            continue
+        try:
+            current = os.lstat(entry["path"])
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(current.st_mode):
+            found[entry["path"]] = [current.st_ino, current.st_ctime_ns]
+    return found
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -312,6 +352,7 @@ def main() -> None:
                 },
             },
             "record": {"type": "path"},
+            "identify": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -336,6 +377,8 @@ def main() -> None:
         except OSError as problem:
             module.fail_json(msg=f"{module.params['record']}: {problem}", paths=converger.paths)
     result: dict[str, Any] = {"changed": bool(converger.paths), "paths": converger.paths}
+    if module.params["identify"]:
+        result["identities"] = identities(module.params["entries"])
     if module._diff and converger.diffs:
         result["diff"] = converger.diffs
     module.exit_json(**result)

@@ -215,3 +215,113 @@ def test_an_observed_node_gets_only_what_differs_and_a_record_of_it(tmp_path: Pa
     # The next reading sees the change, and the module puts the file back.
     assert play(node_probe.observed_files(record)["paths"])["paths"] == [str(target)]
     assert target.read_text() == "A=1\n"
+
+
+def test_a_witnessed_secret_holds_until_its_file_is_touched(tmp_path: Path) -> None:
+    """A file others may not read has no digest in the probe's reading; the controller's
+    witness (its digest and identity when the module last confirmed it) vouches for it, and
+    any write, chmod or replacement since, or another content wanted, does not hold."""
+    secret = {"path": str(tmp_path / "token"), "content": "t0k3n\n", "mode": "0640"}
+    converge([secret])
+    seen = node_probe.observe(secret["path"])
+    assert seen["sha256"] is None
+    identity = node_files.identities([secret])[secret["path"]]
+    witness = {"sha256": action.digest(secret["content"]), "identity": identity}
+    assert action.settled(secret, seen, witness)
+    assert not action.settled(secret, seen, None)
+    assert not action.settled({**secret, "content": "new\n"}, seen, witness)
+    (tmp_path / "token").write_text("t0k3n\n")  # the same content, written again
+    assert not action.settled(secret, node_probe.observe(secret["path"]), witness)
+    witness["identity"] = node_files.identities([secret])[secret["path"]]
+    assert action.settled(secret, node_probe.observe(secret["path"]), witness)
+    os.chmod(tmp_path / "token", 0o640)  # the same mode, set again
+    assert not action.settled(secret, node_probe.observe(secret["path"]), witness)
+
+
+def ad_hoc(args: dict, *flags: str) -> dict:
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1")  # fmt: skip
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+         "-m", "verl_debug.cluster.node_files", "-a", json.dumps(args), *flags],
+        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def test_the_witness_spares_the_module_run_for_an_untouched_secret(tmp_path: Path) -> None:
+    """Through ansible: the module confirms the secret and the action keeps its witness, 0600;
+    the next run, reading the same file, sends nothing (a change made after that reading stays);
+    a reading after the change sends the file to the module, which puts it back."""
+    record, witness = tmp_path / "node-files.json", tmp_path / "witness/node.json"
+    secret = {"path": str(tmp_path / "token"), "content": "t0k3n\n", "mode": "0640"}
+
+    def play(observed_paths: dict, *flags: str) -> dict:
+        observed = {"record": str(record), "paths": observed_paths}
+        return ad_hoc({"entries": [secret], "witness": str(witness), "observed": observed}, *flags)
+
+    # --check confirms nothing it would change.
+    assert play({}, "--check")["paths"] == [secret["path"]]
+    assert not witness.exists()
+    assert play({})["paths"] == [secret["path"]]
+    assert oct(witness.stat().st_mode & 0o777) == "0o600"
+    assert "t0k3n" not in witness.read_text()
+    seen = node_probe.observed_files(record)["paths"]
+    (tmp_path / "token").write_text("changed since the probe read it\n")
+    assert play(seen) == {**play(seen), "changed": False, "paths": []}
+    assert (tmp_path / "token").read_text() == "changed since the probe read it\n"
+    assert play(node_probe.observed_files(record)["paths"])["paths"] == [secret["path"]]
+    assert (tmp_path / "token").read_text() == "t0k3n\n"
+    # The module ran there (its invocation is in the result); it vouched for the new file.
+    assert "invocation" in play({}) and "invocation" not in play(
+        node_probe.observed_files(record)["paths"]
+    )
+
+
+def test_a_template_entry_renders_as_the_template_lookup_does(tmp_path: Path) -> None:
+    """`template` is rendered by the action, not the lookup: the same text, byte for byte,
+    for a template with ansible_managed, an include, a loop, a filter and task variables."""
+    (tmp_path / "part.j2").write_text("included {{ node_name }}\n")
+    (tmp_path / "whole.j2").write_text(
+        "{{ ansible_managed | comment }}\n{% include 'part.j2' %}\n"
+        "{% for port in ports %}port {{ port }}\n{% endfor %}"
+        "{{ ports | map('string') | join(',') }}\n\n"
+    )
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(f"""
+- hosts: localhost
+  gather_facts: false
+  vars:
+    node_name: a node
+    ports: [6379, 8265]
+  tasks:
+    - verl_debug.cluster.node_files:
+        entries:
+          - path: {tmp_path}/by-action
+            template: {tmp_path}/whole.j2
+    - verl_debug.cluster.node_files:
+        entries:
+          - path: {tmp_path}/by-lookup
+            content: "{{{{ lookup('ansible.builtin.template', '{tmp_path}/whole.j2') }}}}"
+    - verl_debug.cluster.node_files:
+        entries:
+          - path: {tmp_path}/both
+            template: {tmp_path}/whole.j2
+            content: text
+      register: both
+      ignore_errors: true
+    - ansible.builtin.assert:
+        that: both.msg == expected
+      vars:
+        expected: "{tmp_path}/both: give content or template '{tmp_path}/whole.j2', not both"
+""")
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-c", "local", str(playbook)],
+        cwd=PROJECT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    rendered = (tmp_path / "by-action").read_text()
+    assert rendered == (tmp_path / "by-lookup").read_text()
+    # trim_blocks, as the template module has it: no newline after a block tag.
+    assert rendered == "#\n# Ansible managed\n#\nincluded a nodeport 6379\nport 8265\n6379,8265\n\n"

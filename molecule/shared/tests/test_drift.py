@@ -1,6 +1,7 @@
 """Each managed thing changed behind the tool's back, and the runbook's cluster-up repairs
-exactly that: a file, Ray's unit, the firewall's live table, a package of the venv and a
-stopped Ray, on the nodes that drifted, restarting Ray only where its unit or packages
+exactly that: a file, Ray's unit, the cluster token (which the probe cannot digest: the
+controller's witness must not vouch for it), the firewall's live table, a package of the venv
+and a stopped Ray, on the nodes that drifted, restarting Ray only where its unit or packages
 changed. What the run would change is read from the nodes (the facts play's probe, the
 files' content), not from what an earlier run did.
 """
@@ -17,6 +18,8 @@ pytestmark = pytest.mark.once
 
 RUNTIME_ENV = "/etc/ray-cluster/runtime_env.yaml"
 UNIT = "/etc/systemd/system/ray.service"
+TOKEN = "/etc/ray-cluster/auth_token"
+INSTALL_TOKEN = "Install the cluster token, or remove it where token auth is off"
 WRITE_RUNTIME_ENV = "Write runtime_env.yaml and its NCCL debug profile on the head"
 TABLE = "inet ray_cluster"
 STRANGER = "192.0.2.7"
@@ -61,6 +64,7 @@ def test_drift_behind_the_tools_back_is_repaired_and_nothing_else(
     kept = {
         "runtime_env": head.file(RUNTIME_ENV).content_string,
         "unit": worker.file(UNIT).content_string,
+        "token": worker.file(TOKEN).content_string,
         "table": head.check_output(f"nft --stateless list table {TABLE}"),
         "package": package_version(worker),
     }
@@ -71,6 +75,7 @@ def test_drift_behind_the_tools_back_is_repaired_and_nothing_else(
     head.run_expect([0], f"echo '# drift' >> {RUNTIME_ENV}")
     head.run_expect([0], f"nft add element {TABLE} trusted_v4 '{{ {STRANGER} }}'")
     worker.run_expect([0], f"echo '# drift' >> {UNIT}")
+    worker.run_expect([0], f"printf drift > {TOKEN}")
     worker.run_expect(
         [0], f"{VENV}/bin/uv pip uninstall --quiet --python {VENV}/bin/python {PACKAGE}"
     )
@@ -84,6 +89,7 @@ def test_drift_behind_the_tools_back_is_repaired_and_nothing_else(
     assert head.file(RUNTIME_ENV).content_string == kept["runtime_env"]
     assert head.check_output(f"nft --stateless list table {TABLE}") == kept["table"]
     assert worker.file(UNIT).content_string == kept["unit"]
+    assert worker.file(TOKEN).content_string == kept["token"] != "drift"
     assert package_version(worker) == kept["package"]
     assert gpu_worker.service("ray").is_running
     # Of Ray's and the head's files, only those that drifted were written.
@@ -94,6 +100,7 @@ def test_drift_behind_the_tools_back_is_repaired_and_nothing_else(
     assert (WRITE_RUNTIME_ENV, HEAD) in changed
     assert (RELOAD_RULES, HEAD) in changed
     assert ("Sync the venv with the lock", WORKER) in changed
+    assert (INSTALL_TOKEN, WORKER) in changed
     assert ("Start Ray and enable it at boot", GPU_WORKER) in changed
     # Only the worker whose unit and packages changed restarted; the head kept its Ray.
     assert not any(task.startswith("Stop Ray") and host != WORKER for task, host in changed), (

@@ -203,11 +203,16 @@ def observe(path: str) -> dict[str, Any] | None:
     if stat.S_ISDIR(found.st_mode):
         return {"state": "directory", **seen}
     if stat.S_ISREG(found.st_mode):
-        # A file others may not read (the token) keeps its digest off the log: unconfirmed, the
-        # action sends it to the module.
-        readable = found.st_mode & stat.S_IROTH
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if readable else None
-        return {"state": "file", "sha256": digest, "mtime": int(found.st_mtime), **seen}
+        if found.st_mode & stat.S_IROTH:
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            return {"state": "file", "sha256": digest, "mtime": int(found.st_mtime), **seen}
+        # A file others may not read (the token) keeps its digest off the log. Its identity
+        # (inode, change time) is what any write, chmod, chown or replacement changes: the
+        # action takes it as holding only where it is the very file whose content the module
+        # last confirmed (its witness, on the controller).
+        identity = [found.st_ino, found.st_ctime_ns]
+        return {"state": "file", "sha256": None, "identity": identity,
+                "mtime": int(found.st_mtime), **seen}  # fmt: skip
     return {"state": "other"}
 
 
