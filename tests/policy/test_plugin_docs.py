@@ -1,0 +1,62 @@
+"""The plugins' documentation is YAML that ansible-doc can read (ansible-lint only warns when it
+cannot), and the module documents exactly the options its argument spec takes, plus those its
+action removes before the module runs."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[2]
+DOCUMENTED = sorted(
+    path
+    for path in (PROJECT / "plugins").glob("*/*.py")
+    if "\nDOCUMENTATION = " in path.read_text()
+)
+# Options the node_files action takes and removes before the module runs.
+ACTION_ONLY = {"observed", "witness"}
+
+
+def blocks(path: Path) -> dict[str, str]:
+    return {
+        node.targets[0].id: node.value.value
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in ("DOCUMENTATION", "EXAMPLES", "RETURN")
+        and isinstance(node.value, ast.Constant)
+    }
+
+
+@pytest.mark.parametrize("path", DOCUMENTED, ids=lambda path: path.stem)
+def test_documentation_is_yaml(path: Path) -> None:
+    for name, text in blocks(path).items():
+        assert yaml.safe_load(text), f"{path.name}: {name} is empty"
+
+
+def test_node_files_documents_its_argument_spec() -> None:
+    path = PROJECT / "plugins/modules/node_files.py"
+    documented = yaml.safe_load(blocks(path)["DOCUMENTATION"])["options"]
+    spec = importlib.util.spec_from_file_location("node_files_module", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    taken: dict = {}
+
+    class Capture:
+        def __init__(self, argument_spec: dict, **_: object) -> None:
+            taken.update(argument_spec)
+            raise SystemExit
+
+    module.AnsibleModule = Capture
+    with pytest.raises(SystemExit):
+        module.main()
+    assert set(documented) == set(taken) | ACTION_ONLY
+    # The action renders an entry's template into its content; the module never sees it.
+    assert set(documented["entries"]["suboptions"]) == set(taken["entries"]["options"]) | {
+        "template"
+    }
