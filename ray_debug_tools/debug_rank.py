@@ -35,6 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def finder_flags(head: str | None, dashboard: str, mode: str, gcs: str) -> str:
+    """The finder's flags for where this command was pointed: post_mortem's pauses are listed
+    by the dashboard, legacy's breakpoints by the GCS (`gcs`, as the cluster names it)."""
+    if head:
+        return f"--head {head}"
+    return f"--dashboard {dashboard}" + (f" --gcs {gcs}" if mode == "legacy" else "")
+
+
 def attach_hint(mode: str, finder: str) -> str:
     """How to attach, with the finder pointed where this command was (`finder`: its flags)."""
     if mode == "post_mortem":
@@ -51,7 +59,6 @@ def attach_hint(mode: str, finder: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     dashboard = dashboard_url(args)
-    finder = f"--head {args.head}" if args.head else f"--dashboard {dashboard} --gcs HEAD:6379"
     config = {"node_ip": args.node_ip, "pid": args.pid}
     try:
         client = JobSubmissionClient(dashboard)
@@ -67,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"pid {args.pid} on {args.node_ip}: {reply['mode']} debugger at {reply['address']}{again}"
         f"\nIts main thread waits at {reply['where']}:\n{reply['stack'].rstrip()}\n"
-        + attach_hint(reply["mode"], finder)
+        + attach_hint(
+            reply["mode"], finder_flags(args.head, dashboard, reply["mode"], reply.get("gcs", ""))
+        )
     )
     return EXIT_OK

@@ -1,6 +1,6 @@
 """The job `verl-debug rank` submits: from a task on the worker's node, it asks the worker to
 open its debugger (ray_debug_on_demand.request, installed with the node's debug hooks) and
-prints the answer as `DEBUG_RANK {json}`.
+prints the answer as `DEBUG_RANK {json}`, with the cluster's GCS address.
 
 Usage: debug_rank_job.py '{"node_ip": IP, "pid": PID}'"""
 
@@ -34,4 +34,6 @@ def ask(node_ip: str, pid: int) -> dict[str, Any]:
 if __name__ == "__main__":
     config = json.loads(sys.argv[1])
     ray.init()
-    print("DEBUG_RANK " + json.dumps(ask(config["node_ip"], config["pid"])), flush=True)
+    # Where legacy's breakpoints are listed, as the cluster names its GCS.
+    reply = {**ask(config["node_ip"], config["pid"]), "gcs": ray.get_runtime_context().gcs_address}
+    print("DEBUG_RANK " + json.dumps(reply), flush=True)

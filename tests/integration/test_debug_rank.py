@@ -112,6 +112,8 @@ def test_post_mortem_opens_debugpy_on_the_blocked_main_thread(
         assert code == 0, err
         assert re.search(rf"post_mortem debugger at {ip}:\d+\n", out), out
         assert f"waits at {script}:{WAIT_LINE} in waits_in_c" in out
+        # The finder's line, pointed where this command was: the dashboard lists the pauses.
+        assert f"`verl-debug breakpoints --dashboard {head.dashboard_url}` lists it" in out, out
         [paused] = [w for w in paused_workers(head.dashboard_url) if w.pid == pid]
         with DapSession.connect(paused.ip, paused.port, timeout=30) as dap:
             stopped = dap.attach_for_post_mortem()["body"]
@@ -147,6 +149,13 @@ def test_legacy_opens_remote_pdb_listed_where_the_main_thread_waits(
         assert code == 0, err
         assert "legacy debugger at localhost:" in out, out
         [entry] = legacy_breakpoints(head.gcs_address)
+        # The finder's line names the GCS the breakpoint is listed in, as the cluster names it
+        # (at the head node's address), and the breakpoint is listed there.
+        hint = re.search(
+            rf"`verl-debug breakpoints --dashboard {head.dashboard_url} --gcs (\S+)`", out
+        )
+        assert hint, out
+        assert [bp.port for bp in legacy_breakpoints(hint[1])] == [entry.port]
         assert (entry.filename, entry.lineno) == (str(script), WAIT_LINE)
         session = PdbSession.connect("127.0.0.1", entry.port, timeout=30)
         assert "waits_in_c()" in session.banner, session.banner
