@@ -92,10 +92,11 @@ options:
   witness:
     description:
       - A file on the controller that vouches for the files the probe cannot read (a secret
-        others may not read has no digest in its reading). It holds each such path's content
-        sha256 and identity (inode and change time) when the module last confirmed it. Such a file holds
-        only where its identity is unchanged since then and its content is the one wanted;
-        written 0600 by the action (with O(identify)), which removes this option.
+        others may not read has no digest in its reading). It holds each such path's
+        content sha256 and identity (inode and change time) when the module last confirmed
+        it. Such a file holds only where its identity is unchanged since then and its
+        content is the one wanted; written 0600 by the action (with O(identify)), which
+        removes this option.
     type: path
 attributes:
   action:
