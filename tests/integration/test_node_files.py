@@ -119,27 +119,28 @@ def test_a_bad_entry_names_its_path_and_value(tmp_path: Path, change: dict, mess
     assert not (tmp_path / "f").exists()
 
 
-def test_the_module_runs_under_ansible_with_check_and_diff(tmp_path: Path) -> None:
-    """Through ansible itself, as the roles call it: its argument spec and --check --diff."""
+def ad_hoc(args: dict, *flags: str) -> dict:
+    """One node_files task on localhost through `ansible`, as the roles call it: its result."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1")  # fmt: skip
-    entries = json.dumps({"entries": layout(tmp_path)})
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+         "-m", "verl_debug.cluster.node_files", "-a", json.dumps(args), *flags],
+        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
-    def ad_hoc(*flags: str) -> dict:
-        run = subprocess.run(
-            [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
-             "-m", "verl_debug.cluster.node_files", "-a", entries, *flags],
-            cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-        return json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
-    checked = ad_hoc("--check", "--diff")
+def test_the_module_runs_under_ansible_with_check_and_diff(tmp_path: Path) -> None:
+    """Through ansible itself, as the roles call it: its argument spec and --check --diff."""
+    entries = {"entries": layout(tmp_path)}
+    checked = ad_hoc(entries, "--check", "--diff")
     assert checked["changed"] and len(checked["paths"]) == 3
     assert [diff["after"] for diff in checked["diff"]] == ["A=1\n"]
     assert not (tmp_path / "etc").exists()
-    assert ad_hoc()["changed"]
-    assert not ad_hoc()["changed"]
+    assert ad_hoc(entries)["changed"]
+    assert not ad_hoc(entries)["changed"]
 
 
 _probe_spec = importlib.util.spec_from_file_location(
@@ -188,21 +189,14 @@ def test_an_observed_node_gets_only_what_differs_and_a_record_of_it(tmp_path: Pa
     """Through ansible, as the roles call it with the probe's reading (`observed`): entries
     that all hold there start no module, so a file changed since the reading stays as it is;
     one that differs is written by the module, which lists its paths for the next probe."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1")  # fmt: skip
     record = tmp_path / "node-files.json"
     target = tmp_path / "ray.env"
     entry = {"path": str(target), "content": "A=1\n", "mode": "0644"}
 
     def play(observed_paths: dict) -> dict:
-        args = {"entries": [entry], "observed": {"record": str(record), "paths": observed_paths}}
-        run = subprocess.run(
-            [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
-             "-m", "verl_debug.cluster.node_files", "-a", json.dumps(args)],
-            cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-        return json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+        return ad_hoc(
+            {"entries": [entry], "observed": {"record": str(record), "paths": observed_paths}}
+        )
 
     # Nothing read there yet: the module writes the file and records its path.
     assert play({})["paths"] == [str(target)]
@@ -236,18 +230,6 @@ def test_a_witnessed_secret_holds_until_its_file_is_touched(tmp_path: Path) -> N
     assert action.settled(secret, node_probe.observe(secret["path"]), witness)
     os.chmod(tmp_path / "token", 0o640)  # the same mode, set again
     assert not action.settled(secret, node_probe.observe(secret["path"]), witness)
-
-
-def ad_hoc(args: dict, *flags: str) -> dict:
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1")  # fmt: skip
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
-         "-m", "verl_debug.cluster.node_files", "-a", json.dumps(args), *flags],
-        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    return json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
 def test_the_witness_spares_the_module_run_for_an_untouched_secret(tmp_path: Path) -> None:
