@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         f"pid {args.pid} on {args.node_ip}: {reply['mode']} debugger at {reply['address']}{again}"
         f"\nIts main thread waits at {reply['where']}:\n{reply['stack'].rstrip()}\n"
         + attach_hint(
-            reply["mode"], finder_flags(args.head, dashboard, reply["mode"], reply.get("gcs", ""))
+            reply["mode"], finder_flags(args.head, dashboard, reply["mode"], reply["gcs"])
         )
     )
     return EXIT_OK
