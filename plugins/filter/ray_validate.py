@@ -1,12 +1,18 @@
 """What the validate role checks of each host's variables: the values it sets, for the roles'
-specs, and the names and directories that must be safe as paths."""
+specs, the rules between hosts and the formats a spec cannot say, and the names and
+directories that must be safe as paths."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ansible_collections.verl_debug.cluster.plugins.filter.ray_network import invalid_cidrs
+from ansible_collections.verl_debug.cluster.plugins.filter.ray_ports import (
+    debugger_port_range_error,
+    ports_overlapping,
+)
 from jinja2 import Undefined
 
 
@@ -67,6 +73,101 @@ def path_problems(names: Mapping[str, object], directories: Mapping[str, object]
     ]
 
 
+WHOLE_NUMBER = re.compile(r"[0-9]+")
+# Ray compares tokens byte for byte; shorter ones are guessable.
+MIN_TOKEN_LENGTH = 32
+
+
+def token_problem(token: str) -> str:
+    """What is wrong with a cluster token, described and never shown, or ''."""
+    if token.split() != [token]:
+        return "contains whitespace; Ray compares tokens byte for byte"
+    if len(token) < MIN_TOKEN_LENGTH:
+        return (
+            f"is {len(token)} characters; use at least {MIN_TOKEN_LENGTH} "
+            "(e.g. openssl rand -hex 32)"
+        )
+    return ""
+
+
+def one_host_problems(own: Callable[[str], Any], head: Callable[[str], Any]) -> list[str]:
+    """What is wrong with one host's variables (`own(name)`), beside the head's (`head(name)`)."""
+    problems = []
+    mode, head_mode = own("debug_mode"), head("debug_mode")
+    if mode != head_mode:
+        problems.append(
+            f"debug_mode '{mode}' differs from the head's '{head_mode}'; "
+            "one cluster runs one debug mode."
+        )
+    port_range = own("ray_debugger_port_range")
+    if range_error := debugger_port_range_error(port_range):
+        problems.append(f"ray_debugger_port_range: {range_error}.")
+    elif overlaps := ports_overlapping(port_range, own("ray_ports")):
+        problems.append(
+            f"ray_debugger_port_range '{port_range}' overlaps Ray's own ports "
+            f"{', '.join(overlaps)} (see ray_ports); pick a free range."
+        )
+    if bad_cidrs := invalid_cidrs(own("ray_trusted_cidrs")):
+        problems.append(
+            f"ray_trusted_cidrs entries {bad_cidrs} are not CIDRs "
+            "(e.g. 10.0.0.0/24, 192.0.2.7/32, 2001:db8::/64)."
+        )
+    gpus = str(own("ray_num_gpus"))
+    if gpus and not WHOLE_NUMBER.fullmatch(gpus):
+        problems.append(
+            f"ray_num_gpus '{gpus}' must be a whole number of GPUs, or empty to detect them."
+        )
+    auth_mode, head_auth_mode = own("ray_auth_mode"), head("ray_auth_mode")
+    if auth_mode != head_auth_mode:
+        problems.append(
+            f"ray_auth_mode '{auth_mode}' differs from the head's '{head_auth_mode}'; "
+            "every node of a cluster must agree."
+        )
+    token = str(own("ray_auth_token"))
+    if token and auth_mode == "token" and (problem := token_problem(token)):
+        problems.append(f"ray_auth_token {problem}.")
+    names = {name: own(name) for name in ("cluster_name", "ray_unit", "ray_nft_unit")}
+    directories = {name: own(name) for name in ("ray_install_dir", "ray_config_dir")}
+    problems += [f"{problem}." for problem in path_problems(names, directories)]
+    gid_index = str(own("ray_nccl_ib_gid_index"))
+    if gid_index and not WHOLE_NUMBER.fullmatch(gid_index):
+        problems.append(
+            f"ray_nccl_ib_gid_index '{gid_index}' must be a GID index (a whole number), "
+            "or empty to use the one found."
+        )
+    return problems
+
+
+def host_problems(
+    hostvars: Mapping[str, Mapping[str, Any]],
+    hosts: Iterable[str],
+    head: str,
+    defaults: Mapping[str, Any],
+) -> list[str]:
+    """'host: what is wrong' for each host whose variables break a rule between hosts or a
+    format an argument spec cannot say. A variable a host does not set (or sets to what only
+    the roles can resolve) is the play's `defaults`, the same for every host."""
+
+    def values_of(host: str) -> Callable[[str], Any]:
+        own = hostvars[host]
+
+        def value(name: str) -> Any:
+            found = own[name] if name in own else defaults[name]
+            return defaults[name] if isinstance(found, Undefined) else found
+
+        return value
+
+    head_value = values_of(head)
+    return [
+        f"{host}: {' '.join(problems)}"
+        for host in hosts
+        if (problems := one_host_problems(values_of(host), head_value))
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"ray_host_arguments": host_arguments, "ray_path_problems": path_problems}
+        return {
+            "ray_host_arguments": host_arguments,
+            "ray_host_problems": host_problems,
+        }

@@ -267,6 +267,61 @@ def test_an_owned_directory_passes() -> None:
     assert ray_validate.path_problems({}, {"ray_install_dir": "/opt/ray-cluster"}) == []
 
 
+# The validate play's defaults: what every host gets for a variable it does not set.
+PLAY_DEFAULTS = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())
+
+
+def test_hosts_that_set_nothing_have_no_problems() -> None:
+    hostvars: dict[str, dict[str, object]] = {"h": {}, "w": {}}
+    assert ray_validate.host_problems(hostvars, ["h", "w"], "h", PLAY_DEFAULTS) == []
+
+
+def test_every_host_with_a_problem_is_named_with_all_of_its_problems() -> None:
+    """One check for every host: a bad worker does not hide another, nor one problem another."""
+    hostvars = {
+        "h": {"ray_auth_token": "x" * 40},
+        "w1": {"debug_mode": "legacy", "ray_num_gpus": "two", "ray_auth_token": "short"},
+        "w2": {"ray_trusted_cidrs": ["10.0.0.300/32"], "ray_nccl_ib_gid_index": "3a"},
+        "w3": {},
+    }
+    assert ray_validate.host_problems(hostvars, list(hostvars), "h", PLAY_DEFAULTS) == [
+        "w1: debug_mode 'legacy' differs from the head's 'post_mortem'; one cluster runs one"
+        " debug mode. ray_num_gpus 'two' must be a whole number of GPUs, or empty to detect"
+        " them. ray_auth_token is 5 characters; use at least 32 (e.g. openssl rand -hex 32).",
+        "w2: ray_trusted_cidrs entries ['10.0.0.300/32'] are not CIDRs (e.g. 10.0.0.0/24,"
+        " 192.0.2.7/32, 2001:db8::/64). ray_nccl_ib_gid_index '3a' must be a GID index (a whole"
+        " number), or empty to use the one found.",
+    ]
+
+
+def test_the_head_sets_what_the_workers_must_agree_with() -> None:
+    hostvars = {"h": {"debug_mode": "off", "ray_auth_mode": "disabled"}, "w": {}}
+    assert ray_validate.host_problems(hostvars, ["h", "w"], "h", PLAY_DEFAULTS) == [
+        "w: debug_mode 'post_mortem' differs from the head's 'off'; one cluster runs one debug"
+        " mode. ray_auth_mode 'token' differs from the head's 'disabled'; every node of a"
+        " cluster must agree."
+    ]
+
+
+def test_a_token_is_described_and_never_shown() -> None:
+    secret = "has a space " + "x" * 40
+    (problem,) = ray_validate.host_problems({"h": {"ray_auth_token": secret}}, ["h"], "h",
+                                            PLAY_DEFAULTS)  # fmt: skip
+    assert problem == "h: ray_auth_token contains whitespace; Ray compares tokens byte for byte."
+    # Without token auth the token is not used, so not checked.
+    off = {"h": {"ray_auth_token": "short", "ray_auth_mode": "disabled"}}
+    assert ray_validate.host_problems(off, ["h"], "h", PLAY_DEFAULTS) == []
+
+
+def test_a_value_only_the_roles_can_resolve_is_the_plays_default() -> None:
+    """An inventory value that refers to a role default is Undefined in hostvars before the
+    roles load; the play's own default stands for it, as `default()` did in Jinja."""
+    from jinja2 import Undefined
+
+    hostvars = {"h": {"ray_debugger_port_range": Undefined(name="ray_base")}}
+    assert ray_validate.host_problems(hostvars, ["h"], "h", PLAY_DEFAULTS) == []
+
+
 def node(name: str, cpus: int, gpus: int) -> dict[str, object]:
     return {"inventory_hostname": name, "ray_node_cpus": cpus, "ray_node_gpu_count": gpus}
 
