@@ -258,14 +258,14 @@ def local_nodes(**worker_vars: object) -> dict:
     return data
 
 
-def python_reporting(tmp_path: Path, version: str = "3.12") -> Path:
-    """A node 'Python' whose probe answers `version` with 16 CPUs and no GPUs; the rest is what
-    the real probe reads on this machine."""
+def python_reporting(tmp_path: Path, version: str = "3.12", roce: list[str] | None = None) -> Path:
+    """A node 'Python' whose probe answers `version` with 16 CPUs, no GPUs and the RoCE devices
+    `roce` (no routable GID); the rest is what the real probe reads on this machine."""
     answer = tmp_path / f"python{version}.json"
     answer.write_text(
         json.dumps({
             "version": version, "machine": "x86_64", "glibc": "2.36", "cpus": 16,
-            "rdma": {"infiniband": [], "roce": [], "roce_gid_index": None},
+            "rdma": {"infiniband": [], "roce": roce or [], "roce_gid_index": None},
             "nvidia": {"query": {"rc": 127, "stdout": ""}, "banner": {"rc": 127, "stdout": ""},
                        "driver": None},
         })
@@ -324,17 +324,40 @@ def test_mixed_python_versions_stop_before_any_change(tmp_path: Path) -> None:
     assert "n2: Python 3.12 x86_64" in output
 
 
-def test_worker_without_gpus_is_refused_when_gpus_are_required(tmp_path: Path) -> None:
-    run = cluster_up(
-        tmp_path,
-        local_nodes(ray_facts_nvidia_smi="/nonexistent/nvidia-smi"),
-        "-e",
-        "ray_require_gpus=true",
-    )
+@pytest.mark.parametrize("set_for", ["every host", "the worker alone"])
+def test_worker_without_gpus_is_refused_when_gpus_are_required(
+    tmp_path: Path, set_for: str
+) -> None:
+    """The check runs once for the cluster; a setting one host makes (group_vars/ray_workers)
+    counts as much as one for every host."""
+    if set_for == "every host":
+        nodes, extra = (
+            local_nodes(ray_facts_nvidia_smi="/nonexistent/nvidia-smi"),
+            ["-e", "ray_require_gpus=true"],
+        )
+    else:
+        nodes, extra = (
+            local_nodes(ray_facts_nvidia_smi="/nonexistent/nvidia-smi", ray_require_gpus=True),
+            [],
+        )
+    run = cluster_up(tmp_path, nodes, *extra)
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
     assert INSTALL_PLAY not in output
     assert "ray_require_gpus is set but workers ['n2'] offer no GPUs" in output, output
+
+
+def test_an_operator_without_an_account_is_refused_naming_the_node(tmp_path: Path) -> None:
+    """ray_service's user module would create the account: a mistyped name must stop the run
+    before any node changes."""
+    run = cluster_up(tmp_path, local_nodes(ray_operators=["no-such-operator"]))
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert INSTALL_PLAY not in output
+    assert (
+        "ray_operators names accounts that n2 (no-such-operator) has no account for; create the"
+        " accounts or remove the names."
+    ) in output, output[-3000:]
 
 
 def test_unknown_ray_version_is_refused_before_any_install(tmp_path: Path) -> None:
@@ -390,6 +413,28 @@ def test_a_range_smaller_than_a_node_may_pause_is_warned_about(tmp_path: Path) -
         "WARNING: ray_debugger_port_range 52000-52019 holds 20 ports, but n2 may pause 22 worker "
         "processes at once (16 CPUs + 2 GPUs x 3)"
     ) in output, output[-3000:]
+
+
+def test_roce_without_a_routable_gid_is_warned_about_unless_the_host_sets_one(
+    tmp_path: Path,
+) -> None:
+    # The head's Python, so that the cluster passes every other check.
+    head_python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    fake_python = python_reporting(tmp_path, head_python, roce=["mlx5_1"])
+    warning = (
+        "WARNING: n2 (RoCE devices mlx5_1) has no GID index that is RoCE v2 with an IPv4 address"
+        " on all of them; NCCL may fail to connect over RoCE."
+    )
+    warned = cluster_up(
+        tmp_path, local_nodes(ray_base_python=str(fake_python)), "--check", *FACTS_ONLY
+    )
+    assert warning in " ".join((warned.stdout + warned.stderr).split()), warned.stdout[-3000:]
+    # The head's probe is the real one: this machine has no RoCE device.
+    assert "n1 (RoCE devices" not in warned.stdout
+    set_for_the_host = local_nodes(ray_base_python=str(fake_python), ray_nccl_ib_gid_index="3")
+    quiet = cluster_up(tmp_path, set_for_the_host, "--check", *FACTS_ONLY)
+    assert quiet.returncode == 0, quiet.stdout[-3000:]
+    assert "RoCE devices" not in quiet.stdout
 
 
 def test_gpu_node_too_small_for_verl_is_warned_about_or_refused(tmp_path: Path) -> None:
