@@ -90,10 +90,15 @@ def token_problem(token: str) -> str:
     return ""
 
 
-def one_host_problems(own: Callable[[str], Any], head: Callable[[str], Any]) -> list[str]:
-    """What is wrong with one host's variables (`own(name)`), beside the head's (`head(name)`)."""
+# The head's settings every node must share.
+SHARED_WITH_HEAD = ("debug_mode", "ray_auth_mode")
+
+
+def one_host_problems(own: Callable[[str], Any], head: Mapping[str, Any]) -> list[str]:
+    """What is wrong with one host's variables (`own(name)`), beside the head's settings of
+    SHARED_WITH_HEAD (`head`)."""
     problems = []
-    mode, head_mode = own("debug_mode"), head("debug_mode")
+    mode, head_mode = own("debug_mode"), head["debug_mode"]
     if mode != head_mode:
         problems.append(
             f"debug_mode '{mode}' differs from the head's '{head_mode}'; "
@@ -117,7 +122,7 @@ def one_host_problems(own: Callable[[str], Any], head: Callable[[str], Any]) -> 
         problems.append(
             f"ray_num_gpus '{gpus}' must be a whole number of GPUs, or empty to detect them."
         )
-    auth_mode, head_auth_mode = own("ray_auth_mode"), head("ray_auth_mode")
+    auth_mode, head_auth_mode = own("ray_auth_mode"), head["ray_auth_mode"]
     if auth_mode != head_auth_mode:
         problems.append(
             f"ray_auth_mode '{auth_mode}' differs from the head's '{head_auth_mode}'; "
@@ -158,10 +163,11 @@ def host_problems(
         return value
 
     head_value = values_of(head)
+    head_settings = {name: head_value(name) for name in SHARED_WITH_HEAD}
     return [
         f"{host}: {' '.join(problems)}"
         for host in hosts
-        if (problems := one_host_problems(values_of(host), head_value))
+        if (problems := one_host_problems(values_of(host), head_settings))
     ]
 
 
