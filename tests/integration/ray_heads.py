@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from ray.job_submission import JobSubmissionClient
 
 RAY_CLI = str(Path(sys.executable).with_name("ray"))
 _PROJECT = Path(__file__).resolve().parents[2]
@@ -94,6 +95,19 @@ def _dashboard_ready(url: str) -> bool:
         return refused.code == 401
     except OSError:
         return False
+
+
+def submit_job(client: JobSubmissionClient, entrypoint: str) -> str:
+    """Submit once the head's job agent has registered: the dashboard answers before it does,
+    and refuses a job meanwhile ("No available agent"), longer on a busy machine."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        try:
+            return client.submit_job(entrypoint=entrypoint)
+        except RuntimeError as refused:
+            if "No available agent" not in str(refused) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """ray_debug_tools against a real local Ray head, attaching the way the controller would."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from ray_heads import (
     free_port,
     ray_head,
     start_driver,
+    submit_job,
     wait_for_pauses,
 )
 
@@ -77,8 +79,9 @@ def test_a_job_is_found_by_either_of_its_ids(tmp_path: Path) -> None:
     printed, or the Ray job id; an id of no job names the cluster's jobs."""
     with ray_head({}, tmp_path / "ray-start.log") as head:
         client = JobSubmissionClient(head.dashboard_url)
-        entrypoint = "python -c 'import time, ray; ray.init(); time.sleep(300)'"
-        submission = client.submit_job(entrypoint=entrypoint)
+        # This venv's Python, which has Ray, whatever PATH the tests run with.
+        entrypoint = f"{sys.executable} -c 'import time, ray; ray.init(); time.sleep(300)'"
+        submission = submit_job(client, entrypoint)
         try:
             ray_id = ray_job_id(client, submission, timeout=60)
             both = JobIds(submission, ray_id)
