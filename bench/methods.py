@@ -28,7 +28,8 @@ PROFILE_TASKS = {
     "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
     "PROFILE_TASKS_SORT_ORDER": "descending",
 }
-TASK_SECONDS = re.compile(r"^(.*?) -{3,} (\d+\.\d\d)s$", re.MULTILINE)
+# A name wider than the terminal leaves one or two of the dashes it pads names with.
+TASK_SECONDS = re.compile(r"^(.*?) -+ (\d+\.\d\d)s$", re.MULTILINE)
 
 
 class Run(NamedTuple):
