@@ -18,7 +18,7 @@ DOCS = PROJECT / "docs"
 FIGURE = re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))? ?(?:s|x|MB|GB|KB|min)\b")
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 NOT_FROM_THE_SAMPLES = "not from the samples"
-VERDICT = re.compile(r"\bmet\*{0,2} \((\d+\.\d\d) x\)")
+VERDICT = re.compile(r"\bmet\*{0,2} \((\d+\.\d\d) [xs]\)")
 
 
 def samples() -> list[dict]:
