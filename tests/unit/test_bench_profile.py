@@ -6,7 +6,10 @@ from bench.methods import TASK_SECONDS
 
 # profile_tasks pads a name to the terminal's width with dashes: a name longer than that
 # leaves only the dashes before the seconds, two of them from 10 s on.
-LONG = "verl_debug.cluster.ray_python : Write the bytecode of what Ray and a job load at start"
+LONG = (
+    "verl_debug.cluster.ray_firewall : Start the firewall, or load its rules again over a table"
+    " changed behind its back"
+)
 TASKS = [
     (LONG, 14.2),
     (LONG + " again", 123.45),

@@ -37,5 +37,7 @@ def test_tasks_see_runtime_env_interfaces_and_verl(cluster: Cluster, submit, job
         assert task["python"].startswith("/opt/ray-cluster/venv/")
         # ProtectHome=read-only: readable, and a write fails on the mount, not on permissions.
         assert task["home"] == {"read": True, "write": "EROFS"}
-        # cluster-up wrote the bytecode of everything a worker loads at start, verl included.
+        # The venv is root's: a worker writes the bytecode of what it loads, verl included, in
+        # Ray's home, where the next start reads it (a directory of root's there would refuse it).
+        assert task["pycache_prefix"] == "/var/lib/ray/bytecode"
         assert task["uncompiled"] == [], task["uncompiled"]

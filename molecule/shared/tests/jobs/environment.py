@@ -50,10 +50,6 @@ def home_access() -> dict[str, object]:
     return {"read": readable, "write": written}
 
 
-# Ours, written after the packages' bytecode and tiny: each is compiled at start in a blink.
-HOOKS = {"ray_port_range", "ray_debugger_port_range", "ray_stack_readable"}
-
-
 def current_bytecode(source: str, cached: str) -> bool:
     """Whether `cached` holds the bytecode of `source` as it is now (a timestamp pyc, PEP 552)."""
     try:
@@ -70,8 +66,8 @@ def current_bytecode(source: str, cached: str) -> bool:
 
 
 def uncompiled() -> list[str]:
-    """Modules this worker loaded from the venv's packages without current bytecode: the venv
-    is not Ray's to write, so every worker compiles each of them again when it starts."""
+    """Modules this worker loaded from the venv's packages without current bytecode where it
+    reads it: one it could not write is compiled again at every start, by every worker."""
     packages = sysconfig.get_paths()["purelib"]
     return sorted(
         name
@@ -80,7 +76,6 @@ def uncompiled() -> list[str]:
         and spec.origin
         and spec.origin.startswith(packages)
         and spec.origin.endswith(".py")
-        and name not in HOOKS
         and not current_bytecode(spec.origin, spec.cached or "")
     )
 
@@ -91,6 +86,7 @@ def inspect() -> dict[str, object]:
         # Imports verl (and torch) first: the bytecode check covers a verl worker's start.
         "verl": verl_version(),
         "python": sys.executable,
+        "pycache_prefix": sys.pycache_prefix,
         "home": home_access(),
         "uncompiled": uncompiled(),
     }
