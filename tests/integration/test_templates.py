@@ -253,7 +253,8 @@ def test_unit_fits_gpu_and_rdma_nodes(rendered: Path) -> None:
 
 def test_unit_reserves_the_debugger_range_while_ray_runs(rendered: Path) -> None:
     unit = read(rendered, "post_mortem", "ray.service").splitlines()
-    module = "/opt/ray-cluster/venv/bin/python -m ray_debugger_port_range"
-    # As root ("+"): the unit's own sandbox makes /proc/sys read-only.
+    # As root ("+"): the unit's own sandbox makes /proc/sys read-only; writing no bytecode
+    # (-B), where root's directories would refuse Ray's own under PYTHONPYCACHEPREFIX.
+    module = "/opt/ray-cluster/venv/bin/python -B -m ray_debugger_port_range"
     assert f"ExecStartPre=+{module} reserve" in unit
     assert f"ExecStopPost=+{module} release" in unit
