@@ -74,6 +74,9 @@ def on_fresh_nodes(nodes: Nodes, measure: Callable[[Nodes], None]) -> None:
     """Bare containers for one measurement, removed afterwards whatever happens."""
     nodes.destroy()
     nodes.create()
+    # The writes of the last cluster's removal and of this one's creation reach the disk
+    # before the clock starts, so that no measurement pays for another's.
+    os.sync()
     try:
         measure(nodes)
     finally:
