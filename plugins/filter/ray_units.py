@@ -1,5 +1,5 @@
-"""Whether a systemd unit on a node (Ray's, the firewall's) is up as written, and whether it
-runs the files it reads at start as they are now."""
+"""Whether a systemd unit on a node (Ray's, the firewall's) is up as written, whether it runs
+at all, and whether it runs the files it reads at start as they are now."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ def unit_up(properties: Mapping[str, str] | Iterable[str]) -> bool:
     if not isinstance(properties, Mapping):
         properties = dict(line.split("=", 1) for line in properties if "=" in line)
     return all(properties.get(name) == value for name, value in UNIT_UP.items())
+
+
+def unit_running(properties: Mapping[str, str]) -> bool:
+    """Whether the unit runs or is about to (activating: Restart= waits to start it again),
+    as `systemctl show` read it: a unit not read, stopped or failed has nothing to stop."""
+    return properties.get("ActiveState", "inactive") not in ("inactive", "failed")
 
 
 def runs_older_than(
@@ -40,5 +46,6 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "ray_unit_up": unit_up,
+            "ray_unit_running": unit_running,
             "ray_runs_older_than": runs_older_than,
         }

@@ -491,6 +491,19 @@ def test_auth_env_points_token_mode_at_the_token_file() -> None:
     assert ray_env.auth_env("disabled", "/etc/ray/auth_token") == {"RAY_AUTH_MODE": "disabled"}
 
 
+@pytest.mark.parametrize(
+    ("state", "running"),
+    [("active", True), ("activating", True), ("deactivating", True), ("reloading", True),
+     ("inactive", False), ("failed", False)],
+)  # fmt: skip
+def test_unit_running_is_any_state_but_stopped_or_failed(state: str, running: bool) -> None:
+    assert ray_units.unit_running({"ActiveState": state, "UnitFileState": "enabled"}) is running
+
+
+def test_a_unit_not_read_is_not_running() -> None:
+    assert not ray_units.unit_running({})
+
+
 def test_unit_up_reads_systemctl_show_as_lines_or_a_mapping() -> None:
     """Both readers of systemd (ray_service's own read, the facts play's probe) judge a unit
     by the same three properties: running, enabled at boot, no reload pending."""
