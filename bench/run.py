@@ -74,13 +74,24 @@ def on_fresh_nodes(nodes: Nodes, measure: Callable[[Nodes], None]) -> None:
     """Bare containers for one measurement, removed afterwards whatever happens."""
     nodes.destroy()
     nodes.create()
-    # The writes of the last cluster's removal and of this one's creation reach the disk
-    # before the clock starts, so that no measurement pays for another's.
-    os.sync()
+    settle_disk()
     try:
         measure(nodes)
     finally:
         nodes.destroy()
+
+
+def settle_disk() -> None:
+    """Before the clock starts, no trace of the last cluster's removal: its writes reach the
+    disk, and then its blocks leave the page cache. On ext4 without a journal (this machine's
+    Docker root) a new inode skips every free one deleted in the last minutes whose block is
+    still cached: after a removal, a node's `uv pip sync` spent 16-40 s in the kernel where it
+    spends 9 s once the cache is dropped (docs/performance.md)."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError as error:
+        raise SystemExit(f"the bench drops the page cache, as root: {error}") from error
 
 
 def warm_up(nodes: Nodes) -> None:
