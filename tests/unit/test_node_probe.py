@@ -7,10 +7,15 @@ import hashlib
 import importlib.util
 import json
 import re
+import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 import ray_units
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -109,7 +114,7 @@ def test_the_facts_play_passes_what_the_probe_asks() -> None:
     given = set(re.findall(r"(--[a-z-]+) ", asked.group(1)))
     assert given == {
         "--nvidia-smi", "--driver", "--venv", "--firewall-unit", "--ray-unit", "--files-record",
-        "--proof-record", "--operator",
+        "--proof-record", "--operator", "--nodes-api", "--token-file",
     }  # fmt: skip
 
 
@@ -134,6 +139,8 @@ def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
     assert probe["venv"] == {"lock_sha256": None, "drift": []}
     assert probe["files"]["paths"] == {}
     assert probe["last_proof"] is None
+    # Only the head is asked for its node list.
+    assert probe["head_nodes"] is None
 
 
 def make_venv(root: Path, lock: str, installed: list[str]) -> Path:
@@ -209,3 +216,66 @@ def test_ray_runs_older_than_a_file_it_reads_at_start() -> None:
     assert not ray_units.runs_older_than(running, files, ["/unit", "/gone", "/unread"])
     # A Ray that does not run is started, not restarted.
     assert not ray_units.runs_older_than({"ActiveState": "inactive"}, files, ["/env"])
+
+
+# A row of Ray's state API (/api/v0/nodes?detail=true), with the fields the roles never read.
+NODE_ROW = {
+    "node_id": "5566cbc8a60e77a66412f443c552d931152400f3f7ab47fb4695ea5e",
+    "node_ip": "192.0.2.2", "is_head_node": True, "state": "ALIVE", "state_message": None,
+    "node_name": "192.0.2.2", "resources_total": {"CPU": 2.0, "GPU": 1.0},
+    "labels": {"ray.io/node_id": "5566cbc8"}, "start_time_ms": 1, "end_time_ms": 0,
+}  # fmt: skip
+TOKEN = "a-cluster-token"
+
+
+class Dashboard(BaseHTTPRequestHandler):
+    """Answers the node list to the cluster token alone, as a head with token auth does."""
+
+    def do_GET(self) -> None:
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            self.send_error(401)
+            return
+        body = json.dumps({"result": True, "data": {"result": {"result": [NODE_ROW]}}})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def dashboard() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Dashboard)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/api/v0/nodes?limit=10000&detail=true"
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+def test_the_head_reads_its_node_list_with_the_token_on_its_disk(
+    dashboard: str, tmp_path: Path
+) -> None:
+    token = tmp_path / "auth_token"
+    token.write_text(TOKEN + "\n")
+    read = node_probe.head_nodes(dashboard, token)
+    assert read["status"] == 200
+    # Shaped as read_nodes' reply, each row cut to what the roles read.
+    rows = read["json"]["data"]["result"]["result"]
+    assert rows == [{field: NODE_ROW[field] for field in node_probe.NODE_ROW_FIELDS}]
+
+
+def test_a_refused_token_and_a_head_without_ray_answer_a_status(
+    dashboard: str, tmp_path: Path
+) -> None:
+    stale = tmp_path / "auth_token"
+    stale.write_text("another-token\n")
+    assert node_probe.head_nodes(dashboard, stale)["status"] == 401
+    assert node_probe.head_nodes(dashboard, None)["status"] == 401
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{unused.getsockname()[1]}/api/v0/nodes"
+    assert node_probe.head_nodes(closed, None)["status"] == -1
+    assert node_probe.head_nodes(None, None) is None

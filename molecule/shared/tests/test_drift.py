@@ -11,7 +11,14 @@ from __future__ import annotations
 import pytest
 from conftest import Cluster, alive_nodes
 from nodes import GPU_WORKER, HEAD, WORKER
-from test_mode_switch import WRITE_RAY_FILES, converge, documented, written_by
+from test_mode_switch import (
+    WAIT_FOR_EVERY_NODE,
+    WRITE_RAY_FILES,
+    converge,
+    documented,
+    ran_on,
+    written_by,
+)
 from test_nodes import ray_main_pid
 
 pytestmark = pytest.mark.once
@@ -102,6 +109,9 @@ def test_drift_behind_the_tools_back_is_repaired_and_nothing_else(
     assert ("Sync the venv with the lock", WORKER) in changed
     assert (INSTALL_TOKEN, WORKER) in changed
     assert ("Start Ray and enable it at boot", GPU_WORKER) in changed
+    # The head's probe read the GPU worker's Ray stopped: the cluster is proven whole again
+    # from the head's node list after the start, not from that reading.
+    assert ran_on(report, WAIT_FOR_EVERY_NODE) == {HEAD}
     # Only the worker whose unit and packages changed restarted; the head kept its Ray.
     assert not any(task.startswith("Stop Ray") and host != WORKER for task, host in changed), (
         changed

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from bounded import PLAYBOOK_LIMIT_S, run_until_cut
 from conftest import PROJECT, Cluster, record, run_playbook, wait_for_log
-from nodes import GPU_WORKER, NODES
+from nodes import GPU_WORKER, HEAD, NODES
 from ray.job_submission import JobStatus
 from test_data_path import STAND_IN_GPUS
 from test_debugger import ROUND_TRIPS
@@ -42,6 +42,8 @@ SWITCH_TASKS = {
     "Start Ray and enable it at boot",
     "Write the runbook",
 }
+# ray_verify's one request for the node list, where the head's probe's does not hold.
+WAIT_FOR_EVERY_NODE = "Wait until every node is alive with its GPUs"
 # Of Ray's files, the switch changes what carries the mode: its environment, its unit (the
 # start flags) and the login shells' environment.
 SWITCH_PATHS = {
@@ -123,6 +125,18 @@ def written_by(report: dict, task: str) -> set[str]:
     }
 
 
+def ran_on(report: dict, task: str) -> set[str]:
+    """The hosts a task ran on (not skipped), by its name without the role."""
+    return {
+        host
+        for play in report["plays"]
+        for each in play["tasks"]
+        if each["task"]["name"].split(" : ", 1)[-1] == task
+        for host, result in each["hosts"].items()
+        if not result.get("skipped")
+    }
+
+
 def cluster_up(text: str, *extra: str) -> tuple[set[str], float]:
     """Run a documented cluster-up command; the names of changed tasks and seconds."""
     report, elapsed = converge(text, *extra)
@@ -197,8 +211,10 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     # A cut-off run wrote every node's files: this one finds them current.
     assert written_by(report, WRITE_RAY_FILES) == (set() if cut else SWITCH_PATHS)
     assert all(runs_in(node, other) for node in nodes)
-    # Every node runs a new Ray: the proof of the last run does not hold for it.
+    # Every node runs a new Ray: the proof of the last run does not hold for it, nor the node
+    # list the head's probe read before the switch.
     assert "Proof: run now" in summary_of(report)
+    assert ran_on(report, WAIT_FOR_EVERY_NODE) == {HEAD}
     # Each node stopped once and drained through a live GCS: the workers before the head,
     # and systemd signalled only `ray start`, not the GCS under it.
     for node in nodes:
@@ -223,8 +239,10 @@ def test_mode_switch_restarts_only_ray_and_debugs_in_the_new_mode(
     record(cluster, "no-op re-run", seconds)
     assert changed_tasks(report) == set()
     assert jobs.get_job_status(job_id) == JobStatus.RUNNING
-    # Every node runs the Ray the last run proved, so the no-op reports that proof.
+    # Every node runs the Ray the last run proved, so the no-op reports that proof, proven
+    # whole from the node list the head's probe read: no node was asked again.
     assert any(line.startswith("Proof: reused from ") for line in summary_of(report))
+    assert ran_on(report, WAIT_FOR_EVERY_NODE) == set()
     # The GPU worker's GPUs are stand-ins: the GPU proof must not call them checked.
     assert f"GPU proof: not checked: stand-in: {GPU_WORKER}" in summary_of(report)
     # Nor may the counts and the GPU line read as real GPUs.

@@ -4,10 +4,12 @@ Run with the Python the cluster's venv will be built from (ray_base_python): its
 glibc decide which wheels the node can load. One run answers for the Python, the CPUs, the
 network, the RDMA devices, the GPUs, the groups and accounts, the firewall's package, unit and
 live table, the venv's lock and packages, Ray's unit, the files the node_files module put in
-their state and the last proof: each module run costs a node a Python start. Read-only.
+their state, and on the head the last proof and the nodes its running Ray lists: each
+module run costs a node a Python start. Read-only.
 
     node_probe.py --nvidia-smi CMD --driver FILE --venv DIR --firewall-unit UNIT \
-        --ray-unit UNIT --files-record FILE --proof-record FILE [--operator NAME ...]
+        --ray-unit UNIT --files-record FILE --proof-record FILE [--operator NAME ...] \
+        [--nodes-api URL [--token-file FILE]]
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import shutil
 import stat
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +235,35 @@ def read_json(path: Path) -> Any:
         return None
 
 
+# What the roles read of a row of the head's node list (ray_node_list's filters): a cluster of
+# hundreds of nodes answers with every row's labels and times besides.
+NODE_ROW_FIELDS = ("node_id", "node_ip", "state", "resources_total")
+# A head whose dashboard hangs must not hold the run: the roles ask again where this fails.
+NODES_API_TIMEOUT_S = 5
+
+
+def head_nodes(api: str | None, token_file: Path | None) -> dict[str, Any] | None:
+    """The node list of the Ray running on this node, the head, as read_nodes' request gets it
+    (status, and rows under json.data.result.result), from which a run that starts no Ray
+    proves the cluster whole. None where not asked (any other node); a status of -1 where no
+    dashboard answered (Ray not running)."""
+    if api is None:
+        return None
+    token = _read(token_file) if token_file else ""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        request = urllib.request.Request(api, headers=headers)
+        with urllib.request.urlopen(request, timeout=NODES_API_TIMEOUT_S) as answer:
+            status, body = answer.status, json.load(answer)
+        rows = body["data"]["result"]["result"]
+    except urllib.error.HTTPError as refused:
+        return {"status": refused.code, "msg": str(refused)}
+    except (OSError, ValueError, KeyError, TypeError) as problem:
+        return {"status": -1, "msg": str(problem)}
+    cut = [{field: row.get(field) for field in NODE_ROW_FIELDS} for row in rows]
+    return {"status": status, "json": {"data": {"result": {"result": cut}}}}
+
+
 def observed_files(record: Path) -> dict[str, Any]:
     """Every path the node_files module recorded on the node, observed now: the action compares
     a re-run's entries with these and sends only those that differ."""
@@ -306,6 +339,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
         "files": observed_files(args.files_record),
         # The head's record of the last passing proof (ray_verify), or None.
         "last_proof": read_json(args.proof_record),
+        "head_nodes": head_nodes(args.nodes_api, args.token_file),
     }
 
 
@@ -324,6 +358,10 @@ def main(argv: list[str]) -> None:
     )
     parser.add_argument(
         "--operator", action="append", default=[], help="an account to read (repeated)"
+    )
+    parser.add_argument("--nodes-api", help="on the head: its dashboard's node list, to read")
+    parser.add_argument(
+        "--token-file", type=Path, help="on the head: the cluster token its Ray runs with"
     )
     print(json.dumps(probe(parser.parse_args(argv))))
 
