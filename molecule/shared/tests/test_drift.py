@@ -12,7 +12,8 @@ import pytest
 from conftest import Cluster, alive_nodes
 from nodes import GPU_WORKER, HEAD, WORKER
 from test_mode_switch import (
-    WAIT_FOR_EVERY_NODE,
+    ASK_THE_HEAD,
+    PROOF_PLAY,
     WRITE_RAY_FILES,
     converge,
     documented,
@@ -111,7 +112,7 @@ def test_drift_behind_the_tools_back_is_repaired_and_nothing_else(
     assert ("Start Ray and enable it at boot", GPU_WORKER) in changed
     # The head's probe read the GPU worker's Ray stopped: the cluster is proven whole again
     # from the head's node list after the start, not from that reading.
-    assert ran_on(report, WAIT_FOR_EVERY_NODE) == {HEAD}
+    assert ran_on(report, ASK_THE_HEAD, PROOF_PLAY) == {HEAD}
     # Only the worker whose unit and packages changed restarted; the head kept its Ray.
     assert not any(task.startswith("Stop Ray") and host != WORKER for task, host in changed), (
         changed
