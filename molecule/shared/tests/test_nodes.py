@@ -97,6 +97,25 @@ def test_ray_cannot_change_its_own_code_or_config(host) -> None:
         assert host.file(path).user == "root"
 
 
+def test_an_operators_driver_keeps_its_bytecode_in_its_own_cache(host) -> None:
+    """The venv is root's: an operator's hand-started driver writes the bytecode of what it
+    imports under its own cache (ray_user_bytecode), where its next start reads it."""
+    imported = host.check_output(
+        "runuser -u operator -- /opt/ray-cluster/venv/bin/python -c "
+        "'import importlib.util, os, ray, sys; "
+        "print(sys.pycache_prefix, os.path.exists(importlib.util.cache_from_source(ray.__file__)))'"
+    )
+    home = host.user("operator").home
+    assert imported == f"{home}/.cache/ray-cluster/bytecode True"
+    # Root writes into the venv, as Python does: no prefix of its own.
+    assert (
+        host.check_output(
+            "/opt/ray-cluster/venv/bin/python -c 'import sys; print(sys.pycache_prefix)'"
+        )
+        == "None"
+    )
+
+
 def test_unit_is_hardened(host) -> None:
     shown = host.check_output(
         "systemctl show ray -p NoNewPrivileges -p ProtectSystem -p ProtectHome -p User"
