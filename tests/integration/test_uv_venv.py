@@ -62,7 +62,8 @@ def wait_until_served(url: str) -> None:
 
 
 def test_makes_the_venv_with_the_wheelhouse_uv(wheelhouse: str, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
+    # Under a directory a new node lacks: ray_python makes no install directory first.
+    venv = tmp_path / "opt/ray-cluster/venv"
     subprocess.run(
         [sys.executable, str(SCRIPT), wheelhouse, VERSION, str(venv)], check=True, timeout=120
     )

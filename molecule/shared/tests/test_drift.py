@@ -32,7 +32,7 @@ WRITE_RUNTIME_ENV = "Write runtime_env.yaml and its NCCL debug profile on the he
 TABLE = "inet ray_cluster"
 STRANGER = "192.0.2.7"
 VENV = "/opt/ray-cluster/venv"
-RELOAD_RULES = "Start the firewall, or load its rules again over a table changed behind its back"
+RELOAD_RULES = "Start the firewall, or load its rules or unit again where they or its table changed"
 # The head serves the wheelhouse while the worker's package is put back.
 WHEELHOUSE_SERVED = {
     "Install the wheelhouse server unit",
