@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import time
@@ -19,15 +20,25 @@ SUBNET = "10.125.0.0/24"
 SANDBOX_INVENTORY = PROJECT / f"artifacts/{NAME}/hosts.yml"
 SSH_INVENTORY = RESULTS / "hosts.yml"
 SSH_OPTIONS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+FAILED_LOG = RESULTS / "failed.log"
+# Ansible's lines for a task that failed on a host, not its retries ("FAILED - RETRYING").
+FAILURE = re.compile(r"^(fatal: |failed: |.*FAILED! =>)")
 
 
 def run(*argv: str | Path, env: dict[str, str] | None = None) -> str:
-    """Run a command from the repository root; fail with its output's tail."""
+    """Run a command from the repository root; fail with its failures and output's tail, the
+    whole output kept in FAILED_LOG (a profiled playbook's tail is its task timings)."""
     done = subprocess.run(
         [str(arg) for arg in argv], cwd=PROJECT, capture_output=True, text=True, env=env
     )
     if done.returncode != 0:
-        raise RuntimeError(f"{argv[:3]} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        FAILED_LOG.parent.mkdir(parents=True, exist_ok=True)
+        FAILED_LOG.write_text(f"{argv}\n{done.stdout}\n{done.stderr}")
+        failures = [line for line in done.stdout.splitlines() if FAILURE.match(line)]
+        raise RuntimeError(
+            f"{argv[:3]} failed (whole output: {FAILED_LOG}):\n" + "\n".join(failures[-20:])
+            + f"\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )  # fmt: skip
     return done.stdout
 
 
