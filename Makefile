@@ -29,8 +29,11 @@ needs-gcc:
 	tools/prerequisites.sh gcc
 
 # pyproject.toml too: requirements.txt installs the operator CLI from it (editable).
+# Bytecode compiled at install: where the environment sets PYTHONDONTWRITEBYTECODE (many
+# container images do, and so did the bench's machine), Python cannot write it at first import
+# and compiles Ansible from source in every run (docs/performance.md).
 $(VENV)/.installed: requirements.txt pyproject.toml | needs-venv
-	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q uv==0.13.9 && $(VENV)/bin/uv pip install -p $(VENV)/bin/python -r requirements.txt
+	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q uv==0.13.9 && $(VENV)/bin/uv pip install --compile-bytecode -p $(VENV)/bin/python -r requirements.txt
 	touch $@
 
 # The node image molecule boots; built without a registry when none answers.
