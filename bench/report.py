@@ -77,6 +77,29 @@ def where_the_time_goes(rows: list[dict]) -> list[str]:
     return [*lines, ""]
 
 
+def scale_runs(rows: list[dict]) -> list[str]:
+    """Each scale run with its nodes' CPU and longest tasks: what a slow sample spent its
+    time on (older samples keep neither)."""
+    runs = sorted((row for row in rows if row["what"] == "scale" and "tasks" in row),
+                  key=lambda row: (row["workers"], row["at"]))  # fmt: skip
+    if not runs:
+        return []
+    lines = [
+        "Each run: the CPU seconds all nodes' containers spent, and its three longest tasks",
+        "(wall time for all nodes together):",
+        "",
+        "| workers | run | nodes' CPU | longest tasks |",
+        "|---|---|---|---|",
+    ]
+    for row in runs:
+        longest = ", ".join(
+            f"{name.rpartition(' : ')[2]} {seconds:.1f} s" for name, seconds in row["tasks"][:3]
+        )
+        cpu = sum(row["node_cpu_s"].values())
+        lines.append(f"| {row['workers']} | {row['seconds']:.0f} s | {cpu:.0f} s | {longest} |")
+    return [*lines, ""]
+
+
 def node_cpu(rows: list[dict], **match: object) -> str:
     """The median of the CPU seconds all nodes' containers spent in the matching runs."""
     totals = [sum(row["node_cpu_s"].values()) for row in rows
@@ -378,6 +401,7 @@ def render(rows: list[dict]) -> str:
         "",
         f"Target: {counts[-1]} workers <= 1.3 x 1 worker: {verdict(scale[counts[-1]], one, 1.3)}.",
         "",
+        *scale_runs(rows),
         "Target: bytes from the controller independent of the worker count, the archive sent",
         "once: each worker beyond the first adds at most 0.1 x the 1-worker run's bytes (what",
         "remains per node is Ansible's own module traffic):",

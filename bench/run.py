@@ -33,6 +33,8 @@ LEVERS_OFF = {
 }
 # Nodes, the head included, of the light runs: what the controller pays per node.
 LIGHT_NODES = (1, 4, 8, 16)
+# The longest tasks a scale sample keeps.
+SCALE_TASKS = 5
 # Each repeat switches once, alternating, so the switches are split between directions.
 SWITCH_TO = ("post_mortem", "legacy")
 
@@ -195,10 +197,13 @@ PARTS = (*ON_FULL_NODES, *ON_OWN_NODES)
 
 
 def scale(nodes: Nodes) -> None:
+    """A cold run on N workers: its seconds, bytes sent, and what tells a slow run from a
+    fast one (the nodes' CPU, its longest tasks)."""
     sent = nodes.bytes_sent()
-    seconds = cluster_up("-e", "debug_mode=legacy").seconds
+    measured, cpu = with_node_cpu(nodes, lambda: cluster_up("-e", "debug_mode=legacy"))
     sent_mb = round((nodes.bytes_sent() - sent) / 2**20, 1)
-    record("scale", seconds, method="cluster-up", workers=nodes.workers, sent_mb=sent_mb)
+    record("scale", measured.seconds, method="cluster-up", workers=nodes.workers, sent_mb=sent_mb,
+           node_cpu_s=cpu, tasks=measured.tasks[:SCALE_TASKS])  # fmt: skip
 
 
 def light(nodes: Nodes) -> None:
