@@ -269,9 +269,9 @@ def light_nodes(rows: list[dict], ray_one_worker_mb: float, ray_per_worker_mb: f
         f"cluster-up with Ray sends the 1-worker run's {ray_one_worker_mb:.0f} MB plus"
         f" {ray_per_worker_mb:.0f} MB per further worker.",
         "",
-        "| nodes | controller CPU, first run | again "
+        "| nodes | controller CPU, first run | controller CPU, again "
         + "".join(f"| least wall, {cores} cores " for cores in CONTROLLER_CORES)
-        + "| MB sent, first run | again | MB sent, cold cluster-up with Ray |",
+        + "| MB sent, first run | MB sent, again | MB sent, cold cluster-up with Ray |",
         "|---|---|---|" + "---|" * len(CONTROLLER_CORES) + "---|---|---|",
         *(
             f"| {n} | {projected(cpu['first run'], n):.0f} s | {projected(cpu['again'], n):.0f} s "

@@ -15,8 +15,15 @@ from bench import report
 PROJECT = Path(__file__).resolve().parents[2]
 DOCS = PROJECT / "docs"
 # A figure with its unit: "115 s", "1.81 x", "150 MB", "74-83 s", "58 min", "2.4 GB".
-FIGURE = re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))? ?(?:s|x|MB|GB|KB|min)\b")
-NUMBER = re.compile(r"\d+(?:\.\d+)?")
+FIGURE = re.compile(
+    r"(?<![\w.-])(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))? ?(?P<unit>s|x|MB|GB|KB|min)\b"
+)
+NUMBER = r"\d+(?:\.\d+)?"
+# A median's spread in a cell of the report, "65 s (62-66, n=3)": in the median's unit.
+SPREAD = re.compile(rf"\(({NUMBER})-({NUMBER}), n=\d+\)")
+# A column of bare numbers names their unit in its header: "| task | s |", "MB sent, again",
+# "/ 1 worker" (a ratio).
+COLUMN_UNIT = re.compile(r"^(?P<unit>s|MB)$|^(?P<mb>MB) | / |^/ ")
 NOT_FROM_THE_SAMPLES = "not from the samples"
 VERDICT = re.compile(r"\bmet\*{0,2} \((\d+\.\d\d) [xs]\)")
 
@@ -36,22 +43,70 @@ def sections(text: str) -> list[tuple[str, str]]:
     return list(zip(["", *parts[1::2]], parts[0::2], strict=True))
 
 
-def unbacked_figures(text: str, stated: set[str]) -> list[str]:
+Figure = tuple[str, str]
+
+
+def figures(text: str) -> set[Figure]:
+    """(number, unit) for each figure of a text, both ends of a range."""
+    return {
+        (number, match["unit"])
+        for match in FIGURE.finditer(text)
+        for number in match.groups()[:2]
+        if number
+    }
+
+
+def column_unit(header: str) -> str | None:
+    match = COLUMN_UNIT.search(header)
+    if not match:
+        return None
+    return match["unit"] or match["mb"] or "x"
+
+
+def cell_figures(cell: str, unit: str | None) -> set[Figure]:
+    """A table cell's figures: those it writes with their unit, its median's spread in the
+    median's unit, and a bare number in its column's unit."""
+    stated = figures(cell)
+    if stated and (spread := SPREAD.search(cell)):
+        median_unit = next(FIGURE.finditer(cell))["unit"]
+        stated |= {(number, median_unit) for number in spread.groups()}
+    if unit and re.fullmatch(NUMBER, cell):
+        stated.add((cell, unit))
+    return stated
+
+
+def report_figures(report_text: str) -> set[Figure]:
+    """Every (number, unit) a report states, in its prose and in its tables' cells."""
+    stated = figures(report_text)
+    units: list[str | None] = []
+    for line in report_text.splitlines():
+        if not line.startswith("|"):
+            units = []
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if not units:
+            units = [column_unit(header) for header in cells]
+            continue
+        for cell, unit in zip(cells, units, strict=False):
+            stated |= cell_figures(cell, unit)
+    return stated
+
+
+def unbacked_figures(text: str, stated: set[Figure]) -> list[str]:
     """The figures of text, outside sections marked as not from the samples, that the
-    report does not state."""
+    report does not state with the same unit."""
     missing = []
     for heading, body in sections(text):
         if NOT_FROM_THE_SAMPLES in heading:
             continue
         for match in FIGURE.finditer(body):
-            numbers = [number for number in match.groups() if number]
-            if any(number not in stated for number in numbers):
+            if not figures(match.group(0)) <= stated:
                 missing.append(f"{heading or '(top)'}: {match.group(0)!r}")
     return missing
 
 
-def stated_numbers() -> set[str]:
-    return set(NUMBER.findall(rendered()))
+def stated_figures() -> set[Figure]:
+    return report_figures(rendered())
 
 
 def table_rows(text: str, header_start: str) -> list[list[str]]:
@@ -84,7 +139,7 @@ def test_benchmarks_md_is_the_report_of_its_samples() -> None:
 
 @pytest.mark.parametrize("page", ["docs/performance.md", "docs/scale.md", "README.md"])
 def test_quoted_figures_are_stated_by_the_samples_report(page: str) -> None:
-    missing = unbacked_figures((PROJECT / page).read_text(), stated_numbers())
+    missing = unbacked_figures((PROJECT / page).read_text(), stated_figures())
     assert not missing, (
         f"{page} quotes figures the report of docs/benchmarks.jsonl does not state (quote the"
         f" new run, or put them under a heading that says '{NOT_FROM_THE_SAMPLES}'): {missing}"
@@ -94,9 +149,27 @@ def test_quoted_figures_are_stated_by_the_samples_report(page: str) -> None:
 def test_a_figure_changed_by_hand_is_caught() -> None:
     """The check above on a page whose quoted cold run was edited, and on the same figure
     under a heading that says where it is from."""
-    stated = stated_numbers()
+    stated = stated_figures()
     assert unbacked_figures("## Cold\n\ncluster-up took 999.5 s.\n", stated)
     assert not unbacked_figures(f"## Cold ({NOT_FROM_THE_SAMPLES})\n\n999.5 s\n", stated)
+
+
+def test_a_figure_is_backed_only_with_its_unit() -> None:
+    """A number the report states in another unit, or as a count, backs no figure: "3 MB"
+    passed when the report's only 3 was "n=3"."""
+    stated = report_figures(
+        "| run | median (min-max, n) | / 1 worker | task | s | MB sent, again |\n"
+        "|---|---|---|---|---|---|\n"
+        "| 2 | 54 s (51-69, n=3) | 1.47 | Sync 15.4 s | 0.4 | 5 |\n"
+    )
+    assert stated == {
+        ("54", "s"), ("51", "s"), ("69", "s"), ("1.47", "x"), ("15.4", "s"), ("0.4", "s"),
+        ("5", "MB"),
+    }  # fmt: skip
+    assert unbacked_figures("3 MB, 2 s, 1.47 s, 5 s", stated) == [
+        "(top): '3 MB'", "(top): '2 s'", "(top): '1.47 s'", "(top): '5 s'",
+    ]  # fmt: skip
+    assert not unbacked_figures("51-69 s, 1.47 x, 0.4 s, 5 MB", stated)
 
 
 def test_performance_md_judges_by_the_run_of_the_samples() -> None:
