@@ -36,12 +36,14 @@ def inventory(head: list[str], workers: list[str], **variables: object) -> dict:
     }
 
 
-def cluster_up(tmp_path: Path, inventory_data: dict, *extra: str) -> subprocess.CompletedProcess:
+def cluster_up(
+    tmp_path: Path, inventory_data: dict, *extra: str, playbook: str = "cluster-up.yml"
+) -> subprocess.CompletedProcess:
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory_data))
     ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
     return subprocess.run(
-        [str(ansible_playbook), "-i", str(path), str(PROJECT / "cluster-up.yml"), *extra],
+        [str(ansible_playbook), "-i", str(path), str(PROJECT / playbook), *extra],
         cwd=PROJECT,
         capture_output=True,
         text=True,
@@ -233,6 +235,21 @@ def test_bad_input_is_refused_before_any_node(tmp_path: Path, case: str) -> None
         assert message in " ".join(output.split()), output[-3000:]
     # A rejected token is described, never echoed.
     assert "hunter2" not in output and "0123456789abcdef 0123" not in output
+
+
+@pytest.mark.parametrize(
+    "playbook", ["playbooks/collective_check.yml", "playbooks/debug_probe.yml"]
+)
+def test_the_playbooks_for_a_running_cluster_validate_it_first(
+    tmp_path: Path, playbook: str
+) -> None:
+    """They import playbooks/facts.yml, whose first play is the validate play."""
+    data = inventory(["h1", "h2"], ["w"], ray_trusted_cidrs=["10.0.0.300/32"])
+    run = cluster_up(tmp_path, data, playbook=playbook)
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "PLAY [Gather node facts]" not in output, "validation let a node be contacted"
+    assert "group 'ray_head' must hold exactly one host, found 2" in output, output[-3000:]
 
 
 def local_nodes(**worker_vars: object) -> dict:
