@@ -75,20 +75,24 @@ def cell_figures(cell: str, unit: str | None) -> set[Figure]:
     return stated
 
 
+def cells(line: str) -> list[str]:
+    """The cells of a markdown table row."""
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
 def report_figures(report_text: str) -> set[Figure]:
     """Every (number, unit) a report states, in its prose and in its tables' cells."""
-    stated = figures(report_text)
+    stated: set[Figure] = set()
     units: list[str | None] = []
     for line in report_text.splitlines():
         if not line.startswith("|"):
+            stated |= figures(line)
             units = []
-            continue
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if not units:
-            units = [column_unit(header) for header in cells]
-            continue
-        for cell, unit in zip(cells, units, strict=False):
-            stated |= cell_figures(cell, unit)
+        elif not units:
+            units = [column_unit(header) for header in cells(line)]
+        else:
+            for cell, unit in zip(cells(line), units, strict=False):
+                stated |= cell_figures(cell, unit)
     return stated
 
 
@@ -117,7 +121,7 @@ def table_rows(text: str, header_start: str) -> list[list[str]]:
     for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
-        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+        rows.append(cells(line))
     return rows
 
 
