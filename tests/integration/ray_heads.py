@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -81,9 +81,18 @@ class RayHead:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: each socket stays bound until all are picked, since the
+    kernel may hand a port just closed to the next bind (a head once got its GCS and its
+    dashboard on one port, and Ray refused to start)."""
+    with ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 def _dashboard_ready(url: str) -> bool:
@@ -118,11 +127,13 @@ def ray_head(debug_env: dict[str, str], log_path: Path, num_cpus: int = 2) -> It
     which would kill every Ray process on the machine, other tests' clusters included.
     Every default port is replaced by a free one for the same reason.
     """
-    gcs_port, dashboard_port = free_port(), free_port()
+    gcs_port, dashboard_port, client_port, agent_port, autoscaler_metrics, dashboard_metrics = (
+        free_ports(6)
+    )
     env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_DEBUG")}
     env |= debug_env | {
-        "AUTOSCALER_METRIC_PORT": str(free_port()),
-        "DASHBOARD_METRIC_PORT": str(free_port()),
+        "AUTOSCALER_METRIC_PORT": str(autoscaler_metrics),
+        "DASHBOARD_METRIC_PORT": str(dashboard_metrics),
     }
     # Short on purpose: Ray puts unix sockets in here and their paths are length-limited.
     temp_dir = tempfile.mkdtemp(prefix="rdt", dir="/tmp")
@@ -133,8 +144,8 @@ def ray_head(debug_env: dict[str, str], log_path: Path, num_cpus: int = 2) -> It
         "--block",
         f"--port={gcs_port}",
         f"--dashboard-port={dashboard_port}",
-        f"--ray-client-server-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
+        f"--ray-client-server-port={client_port}",
+        f"--dashboard-agent-listen-port={agent_port}",
         "--include-dashboard=true",
         f"--num-cpus={num_cpus}",
         "--disable-usage-stats",
