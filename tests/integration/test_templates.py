@@ -97,7 +97,8 @@ def test_wheelhouse_is_served_on_the_heads_cluster_address_and_guarded_port(
 ) -> None:
     unit = read(rendered, "off", "ray-wheelhouse.service")
     assert (
-        "ExecStart=/usr/bin/python3 -m http.server --bind 10.0.0.10"
+        "ExecStart=/usr/bin/python3 /var/cache/ray-cluster/wheelhouse/wheelhouse_server.py"
+        " --bind 10.0.0.10"
         f" --directory /var/cache/ray-cluster/wheelhouse {PORTS['wheelhouse']}\n"
     ) in unit
     assert "RuntimeMaxSec=" in unit

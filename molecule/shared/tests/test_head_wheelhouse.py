@@ -25,3 +25,21 @@ def test_the_wheelhouse_server_is_gone_once_nodes_installed(host, host_of) -> No
         assert host_of(name).service("ray").is_running, f"{name}: runs no Ray it installed"
     assert not host.service("ray-wheelhouse").is_running
     assert not host.file("/var/cache/ray-cluster/wheelhouse").exists
+
+
+def listen_overflows(host) -> int:
+    """Connections the kernel dropped in the node's network namespace because a listening
+    socket's queue was full (TcpExt ListenOverflows), since the node started."""
+    names, values = (
+        line.split()[1:]
+        for line in host.file("/proc/net/netstat").content_string.splitlines()
+        if line.startswith("TcpExt:")
+    )
+    return int(dict(zip(names, values, strict=True))["ListenOverflows"])
+
+
+def test_no_download_waited_on_the_servers_listen_queue(host) -> None:
+    """Every node's uv opens dozens of downloads at once: with `python -m http.server`'s queue
+    of 5, this scenario's converge alone overflowed it, and each dropped connection waited
+    out TCP's retransmission backoff (1, 2, 4, 8, 16 s)."""
+    assert listen_overflows(host) == 0
