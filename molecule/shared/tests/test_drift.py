@@ -35,7 +35,7 @@ VENV = "/opt/ray-cluster/venv"
 RELOAD_RULES = "Start the firewall, or load its rules or unit again where they or its table changed"
 # The head serves the wheelhouse while the worker's package is put back.
 WHEELHOUSE_SERVED = {
-    "Install the wheelhouse server unit and its directory",
+    "Install the wheelhouse server, its unit and its directory",
     "Unpack the wheelhouse archive on the head",
     "Start the wheelhouse server",
     "Stop the wheelhouse server",
