@@ -1,14 +1,16 @@
-"""The head's wheelhouse server: every node's downloads fit in its listen queue at once."""
+"""The head's wheelhouse server: wheels out of the archive, every node's downloads at once."""
 
 from __future__ import annotations
 
+import io
 import socket
+import tarfile
 import threading
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from functools import partial
-from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -16,20 +18,48 @@ from wheelhouse_server import WheelhouseServer
 
 # Three nodes' uv opening its 50 downloads at once.
 BURST = 150
+DIGEST = "cf2bb9ed5966713e"
+WHEELS = {
+    "six-1.16.0-py2.py3-none-any.whl": b"six's bytes",
+    "torch-2.7.1+cu126-cp311-cp311-manylinux_2_28_x86_64.whl": b"a local version's bytes",
+}
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A folder holding one archive, as cluster-up sends it to the head."""
+    with tarfile.open(tmp_path / f"{DIGEST}.tar", "w") as archive:
+        for name, content in WHEELS.items():
+            member = tarfile.TarInfo(name)
+            member.size = len(content)
+            archive.addfile(member, io.BytesIO(content))
+    return tmp_path
 
 
 @contextmanager
-def server_on(address: str, directory: Path) -> Iterator[WheelhouseServer]:
-    handler = partial(SimpleHTTPRequestHandler, directory=str(directory))
-    with WheelhouseServer((address, 0), handler) as server:
-        yield server
+def serving(address: str, folder: Path) -> Iterator[str]:
+    """The server's base URL while it serves from another thread."""
+    with WheelhouseServer((address, 0), folder) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            host = f"[{address}]" if ":" in address else address
+            yield f"http://{host}:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            thread.join()
 
 
-def test_a_burst_of_connections_waits_in_the_queue_not_on_tcp_retries(tmp_path: Path) -> None:
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()
+
+
+def test_a_burst_of_connections_waits_in_the_queue_not_on_tcp_retries(folder: Path) -> None:
     """Not accepting at all, the server holds every connection of the burst: a queue of 5
     (`python -m http.server`) drops the rest's handshakes, and each of those would wait out
     TCP's retransmission backoff (its first retry comes after 1 s, past this timeout)."""
-    with server_on("127.0.0.1", tmp_path) as server, ExitStack() as clients:
+    with WheelhouseServer(("127.0.0.1", 0), folder) as server, ExitStack() as clients:
         for _ in range(BURST):
             client = clients.enter_context(socket.socket())
             client.settimeout(0.5)
@@ -37,17 +67,27 @@ def test_a_burst_of_connections_waits_in_the_queue_not_on_tcp_retries(tmp_path: 
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1"])
-def test_serves_the_wheelhouse_on_the_heads_address(tmp_path: Path, address: str) -> None:
-    if address == "::1" and not socket.has_ipv6:
-        pytest.skip("this machine has no IPv6")
-    (tmp_path / "lock").mkdir()
-    (tmp_path / "lock" / "six-1.16.0-py2.py3-none-any.whl").write_bytes(b"wheel")
-    with server_on(address, tmp_path) as server:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            host = f"[{address}]" if ":" in address else address
-            url = f"http://{host}:{server.server_address[1]}/lock/six-1.16.0-py2.py3-none-any.whl"
-            with urllib.request.urlopen(url, timeout=10) as response:
-                assert response.read() == b"wheel"
-        finally:
-            server.shutdown()
+def test_serves_each_wheel_out_of_the_archive(folder: Path, address: str) -> None:
+    with serving(address, folder) as base:
+        listing = get(f"{base}/{DIGEST}/").decode()
+        for name, content in WHEELS.items():
+            href = urllib.parse.quote(name)
+            assert f'href="{href}"' in listing
+            assert get(f"{base}/{DIGEST}/{href}") == content
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        f"/{DIGEST}/missing-1.0-py3-none-any.whl",
+        f"/{DIGEST}.tar",
+        f"/{DIGEST}/../{DIGEST}.tar",
+        "/ffffffffffffffff/",
+        "/%2e%2e/",
+    ],
+)
+def test_anything_but_the_archives_wheels_is_not_found(folder: Path, path: str) -> None:
+    with serving("127.0.0.1", folder) as base, pytest.raises(urllib.error.HTTPError) as refused:
+        get(base + path)
+    assert refused.value.code == 404

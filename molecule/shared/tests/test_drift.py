@@ -36,10 +36,10 @@ RELOAD_RULES = "Start the firewall, or load its rules or unit again where they o
 # The head serves the wheelhouse while the worker's package is put back.
 WHEELHOUSE_SERVED = {
     "Install the wheelhouse server, its unit and its directory",
-    "Unpack the wheelhouse archive on the head",
+    "Send the wheelhouse archive to the head",
     "Start the wheelhouse server",
     "Stop the wheelhouse server",
-    "Remove the unpacked wheelhouse from the head",
+    "Remove the wheelhouse and its server from the head",
 }
 # A pure-Python leaf of Ray's own dependencies (virtualenv's), in every lock.
 PACKAGE = "distlib"
