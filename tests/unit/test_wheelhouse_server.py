@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-from wheelhouse_server import WheelhouseServer
+from wheelhouse_server import WheelhouseServer, notify_systemd_ready
 
 # Three nodes' uv opening its 50 downloads at once.
 BURST = 150
@@ -91,3 +91,18 @@ def test_anything_but_the_archives_wheels_is_not_found(folder: Path, path: str) 
     with serving("127.0.0.1", folder) as base, pytest.raises(urllib.error.HTTPError) as refused:
         get(base + path)
     assert refused.value.code == 404
+
+
+@pytest.mark.parametrize("abstract", [False, True])
+def test_tells_systemd_it_listens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, abstract: bool
+) -> None:
+    """What systemd's Type=notify waits for before `systemctl restart` returns, on the socket
+    it names in NOTIFY_SOCKET (a path, or an abstract name written with a leading @)."""
+    name = f"@wheelhouse-test-{tmp_path.name}" if abstract else str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind("\0" + name[1:] if abstract else name)
+        systemd.settimeout(5)
+        monkeypatch.setenv("NOTIFY_SOCKET", name)
+        notify_systemd_ready()
+        assert systemd.recv(64) == b"READY=1"
