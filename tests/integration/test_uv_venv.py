@@ -1,10 +1,12 @@
 """A node's venv made with the uv of the wheelhouse the head serves: a real uv binary in a wheel,
-served by `python -m http.server` as the head serves it, and a real `uv venv`."""
+in an archive served by the head's own server (roles/wheelhouse/files/wheelhouse_server.py),
+and a real `uv venv`."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 import zipfile
@@ -18,6 +20,7 @@ from ray_heads import free_port
 
 PROJECT = Path(__file__).resolve().parents[2]
 SCRIPT = PROJECT / "roles/ray_python/files/ray_uv_venv.py"
+SERVER = PROJECT / "roles/wheelhouse/files/wheelhouse_server.py"
 # The controller's own uv: requirements.txt pins the version the nodes' lock does.
 UV = Path(sys.executable).parent / "uv"
 VERSION = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())[
@@ -27,22 +30,27 @@ VERSION = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read
 
 @pytest.fixture
 def wheelhouse(tmp_path: Path) -> Iterator[str]:
-    """A wheelhouse directory, served as the head serves it, holding uv's wheel and another."""
-    served = tmp_path / "served" / "0123456789abcdef"
-    served.mkdir(parents=True)
-    wheel = served / f"uv-{VERSION}-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    """A wheelhouse archive, served as the head serves it, holding uv's wheel and another."""
+    wheels, served = tmp_path / "wheels", tmp_path / "served"
+    wheels.mkdir()
+    served.mkdir()
+    wheel = wheels / f"uv-{VERSION}-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.write(UV, f"uv-{VERSION}.data/scripts/uv")
-    (served / "uvicorn-0.30.0-py3-none-any.whl").write_bytes(b"not this one")
+    (wheels / "uvicorn-0.30.0-py3-none-any.whl").write_bytes(b"not this one")
+    digest = "0123456789abcdef"
+    with tarfile.open(served / f"{digest}.tar", "w") as archive:
+        for path in wheels.iterdir():
+            archive.add(path, arcname=path.name)
     port = free_port()
-    serve = ["http.server", "--bind", "127.0.0.1", "--directory", str(served.parent), str(port)]
+    serve = [SERVER, "--bind", "127.0.0.1", "--directory", served, str(port)]
     server = subprocess.Popen(
-        [sys.executable, "-m", *serve],
+        [sys.executable, *serve],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        url = f"http://127.0.0.1:{port}/{served.name}/"
+        url = f"http://127.0.0.1:{port}/{digest}/"
         wait_until_served(url)
         yield url
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def wheel_url(wheelhouse: str, version: str) -> str:
-    """The URL of uv's wheel in the wheelhouse's directory listing (python -m http.server)."""
+    """The URL of uv's wheel in the wheelhouse's listing (the head's wheelhouse_server.py)."""
     with urllib.request.urlopen(wheelhouse, timeout=30) as answer:
         listing = answer.read().decode()
     names = re.findall(rf'href="(uv-{re.escape(version)}-[^"/]+\.whl)"', listing)
