@@ -44,15 +44,31 @@ def test_limit_run_on_one_worker_keeps_the_cluster_whole(
         assert runs_a_task(submit, jobs, ip), f"no task ran on {ip}"
 
 
+def failed_tasks(report: dict) -> set[str]:
+    """Names (without the role) of the tasks that failed on any host."""
+    return {
+        task["task"]["name"].split(" : ", 1)[-1]
+        for play in report["plays"]
+        for task in play["tasks"]
+        if any(result.get("failed") for result in task["hosts"].values())
+    }
+
+
 def test_a_worker_the_head_does_not_trust_yet_installs_from_it(cluster: Cluster, host_of) -> None:
     """A worker that joins in this run is in the head's new rules but not yet in its live
     table (here: a drop rule for it, which loading the rules removes, and a rules file the run
     rewrites). Its venv installs from the head's wheelhouse in the same run: the head loads
     its new rules before it serves. The worker is made bare as a new one would be: no Ray
-    running, no venv, no download caches."""
+    running, no venv, no download caches.
+
+    First, the same install on a head that has never served and whose units cannot be written
+    (its /etc/systemd/system read-only): serving fails before its unit exists, and that
+    failure is the one the run reports, not a second one from stopping a server that never
+    was."""
     head, worker = host_of(HEAD), host_of(WORKER)
     address = cluster.worker_ips[WORKER]
     port = cluster.ports["wheelhouse"]
+    runbook_up = documented("RUNBOOK.md", RUNBOOK_UP, cluster.mode, cluster)
     since = head.check_output("date '+%Y-%m-%d %H:%M:%S'")
     head.check_output(
         f"nft insert rule inet ray_cluster input ip saddr {address} tcp dport {port} drop"
@@ -60,7 +76,20 @@ def test_a_worker_the_head_does_not_trust_yet_installs_from_it(cluster: Cluster,
     head.check_output("echo '# not what cluster-up wrote' >> /etc/ray-cluster/firewall.nft")
     worker.check_output("systemctl stop ray")
     worker.check_output("rm -rf /opt/ray-cluster/venv /var/cache/ray-cluster/uv /root/.cache/pip")
-    converge(documented("RUNBOOK.md", RUNBOOK_UP, cluster.mode, cluster))
+
+    units = "/etc/systemd/system"
+    head.check_output(f"rm {units}/ray-wheelhouse.service && systemctl daemon-reload")
+    head.check_output(f"mount --bind {units} {units} && mount -o remount,bind,ro {units}")
+    try:
+        failed = run_playbook(runbook_up, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    finally:
+        head.check_output(f"umount {units}")
+    assert failed.returncode != 0, failed.stdout[-3000:]
+    assert failed_tasks(json.loads(failed.stdout)) == {
+        "Install the wheelhouse server, its unit and its directory"
+    }, failed.stdout[-3000:]
+
+    converge(runbook_up)
     assert fetched_ray_from_head(head, address, since=since)
 
 
