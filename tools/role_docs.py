@@ -13,10 +13,20 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 ROLES = ROOT / "roles"
 PAGE = ROOT / "docs" / "roles.md"
+# The entry points that type a role's own variables (its defaults/main.yml): ray_defaults,
+# which has no tasks, names its `shared` so that Ansible does not check it each time a role
+# that depends on it enters a play (roles/validate/vars/main.yml reads the same two).
+OWN_ENTRIES = ("main", "shared")
 
 
 def load(path: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def own_options(specs: dict) -> dict:
+    """The options of a role's own entry point (OWN_ENTRIES) in its argument specs."""
+    entry = next((specs[name] for name in OWN_ENTRIES if name in specs), {})
+    return entry.get("options") or {}
 
 
 def cell(text: object) -> str:
@@ -55,14 +65,15 @@ def description_of(option: dict) -> str:
 
 
 def entry_point(role: str, entry: str, spec: dict, defaults: dict) -> list[str]:
-    heading = f"### `{role}`" if entry == "main" else f"### `{role}`, entry point `{entry}`"
+    own = entry in OWN_ENTRIES
+    heading = f"### `{role}`" if own else f"### `{role}`, entry point `{entry}`"
     lines = [heading, "", spec.get("short_description", "").strip(), ""]
     options = spec.get("options") or {}
     if not options:
         return [*lines, "No variables.", ""]
     lines += ["| variable | type | default | description |", "|---|---|---|---|"]
     for name, option in options.items():
-        values = defaults if entry == "main" else {}
+        values = defaults if own else {}
         lines.append(
             f"| `{name}` | {type_of(option)} | {default_of(name, option, values)} "
             f"| {description_of(option)} |"

@@ -7,6 +7,7 @@ validation runs on the controller alone, so reaching a host would itself be a fa
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -238,17 +239,25 @@ def test_bad_input_is_refused_before_any_node(tmp_path: Path, case: str) -> None
 
 
 @pytest.mark.parametrize(
-    "playbook", ["playbooks/collective_check.yml", "playbooks/debug_probe.yml"]
+    "playbook",
+    [
+        "playbooks/collective_check.yml",
+        "playbooks/debug_probe.yml",
+        "cluster-down.yml",
+        "playbooks/evidence.yml",
+    ],
 )
 def test_the_playbooks_for_a_running_cluster_validate_it_first(
     tmp_path: Path, playbook: str
 ) -> None:
-    """They import playbooks/facts.yml, whose first play is the validate play."""
+    """They import playbooks/validate.yml first (the first two through playbooks/facts.yml),
+    and no play after it starts."""
     data = inventory(["h1", "h2"], ["w"], ray_trusted_cidrs=["10.0.0.300/32"])
     run = cluster_up(tmp_path, data, playbook=playbook)
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode != 0
-    assert "PLAY [Gather node facts]" not in output, "validation let a node be contacted"
+    plays = re.findall(r"PLAY \[(.*?)\]", output)
+    assert plays == ["Validate the inventory and variables"], "validation let a node be contacted"
     assert "group 'ray_head' must hold exactly one host, found 2" in output, output[-3000:]
 
 

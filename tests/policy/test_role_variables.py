@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.role_docs import load
+from tools.role_docs import load, own_options
 
 PROJECT = Path(__file__).parents[2]
 ROLES = sorted(path for path in (PROJECT / "roles").iterdir() if path.is_dir())
@@ -24,8 +24,7 @@ def defaults(role: Path) -> dict:
 
 
 def spec_options(role: Path) -> dict:
-    specs = load(role / "meta" / "argument_specs.yml").get("argument_specs", {})
-    return specs.get("main", {}).get("options", {})
+    return own_options(load(role / "meta" / "argument_specs.yml").get("argument_specs", {}))
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda role: role.name)

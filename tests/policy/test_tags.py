@@ -79,12 +79,18 @@ def imported_roles(playbook: Path) -> set[str]:
 @pytest.mark.parametrize("playbook", PLAYBOOKS)
 def test_every_imported_role_lists_its_tasks(playbook: str) -> None:
     listed = {role for role, _, _ in listed_tasks(playbook) if role}
-    assert imported_roles(PROJECT / playbook) - listed == set()
+    # A play names ray_defaults for its defaults alone: it has no tasks/main.yml.
+    with_tasks = {
+        role
+        for role in imported_roles(PROJECT / playbook)
+        if (PROJECT / "roles" / role / "tasks" / "main.yml").exists()
+    }
+    assert with_tasks - listed == set()
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS)
 def test_every_task_carries_its_roles_tag(playbook: str) -> None:
-    # ray_defaults' own tasks are the argument check every role runs first: its caller's.
+    # ray_defaults' own tasks (read_nodes.yml) are imported by other roles: its callers'.
     untagged = [
         f"{role} : {name}"
         for role, name, tags in listed_tasks(playbook)
