@@ -46,6 +46,7 @@ def test_the_collection_carries_what_runs_from_it(tarball: Path) -> None:
     version = yaml.safe_load((PROJECT / "galaxy.yml").read_text())["version"]
     assert tarball.name == f"verl_debug-cluster-{version}.tar.gz"
     for shipped in ("playbooks/cluster_up.yml", "playbooks/cluster_down.yml", "cluster-up.yml",
+                    "playbooks/validate.yml",
                     "plugins/filter/ray_ports.py", "plugins/module_utils/nvidia_smi.py",
                     "roles/ray_service/tasks/main.yml",
                     "inventory/sample/hosts.yml", "CHANGELOG.md", "meta/runtime.yml"):  # fmt: skip
