@@ -38,6 +38,10 @@ def debugger_proof_problems(
             problems.append(f"{host} ({address}): no debugger proof came back from this node")
             continue
         where = f"{host} ({address}), Ray {node.get('ray', '?')}"
+        # A proof task that failed or never finished reported its error alone.
+        if "debug_env" not in node:
+            problems.append(f"{where}: {node.get('error')}")
+            continue
         running = {name: node.get("debug_env", {}).get(name) for name in names}
         if running != expected:
             problems.append(

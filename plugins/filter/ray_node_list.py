@@ -17,14 +17,28 @@ def node_rows(reply: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def nodes_not_ready(rows: Iterable[Mapping[str, Any]], wanted: Mapping[str, int]) -> list[str]:
-    """Compare the state API's node rows with {ip: GPUs}; say what is not ready yet."""
-    alive = {row["node_ip"]: row for row in rows if row.get("state") == "ALIVE"}
+    """Compare the state API's node rows with {ip: GPUs}; say what is not ready yet.
+
+    An address with two ALIVE rows is not ready: Ray there restarted and its new node joined
+    before the head marked the old one dead (its health checks take ~15 s), and a task pinned
+    to the old one can never run.
+    """
+    alive: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row.get("state") == "ALIVE":
+            alive.setdefault(row["node_ip"], []).append(row)
     problems = []
     for address, gpus in sorted(wanted.items()):
         if address not in alive:
             problems.append(f"{address}: not alive")
             continue
-        offered = int(alive[address].get("resources_total", {}).get("GPU", 0))
+        if len(alive[address]) > 1:
+            problems.append(
+                f"{address}: {len(alive[address])} nodes alive (Ray restarted there and the"
+                " head has not yet marked the old node dead)"
+            )
+            continue
+        offered = int(alive[address][0].get("resources_total", {}).get("GPU", 0))
         if offered != int(gpus):
             problems.append(f"{address}: {offered} GPUs, expected {gpus}")
     return problems

@@ -94,6 +94,18 @@ def test_nodes_not_ready_reports_missing_nodes_and_gpu_mismatch() -> None:
     assert ray_node_list.nodes_not_ready(rows[:1], {"10.0.0.1": 0}) == []
 
 
+def test_nodes_not_ready_waits_out_the_old_node_of_a_restarted_ray() -> None:
+    """A Ray killed and restarted at once joins under a new node id while the head still
+    counts the old one alive: a proof task pinned to the old one would never run."""
+    old = {"node_ip": "10.0.0.1", "node_id": "a", "state": "ALIVE", "resources_total": {}}
+    new = {**old, "node_id": "b"}
+    assert ray_node_list.nodes_not_ready([old, new], {"10.0.0.1": 0}) == [
+        "10.0.0.1: 2 nodes alive (Ray restarted there and the head has not yet marked the"
+        " old node dead)"
+    ]
+    assert ray_node_list.nodes_not_ready([{**old, "state": "DEAD"}, new], {"10.0.0.1": 0}) == []
+
+
 def test_network_host_counts_from_the_network_address() -> None:
     assert ray_network.network_host("10.124.0.0/24", 1) == "10.124.0.1"
     assert ray_network.network_host("10.124.0.0/24", 2) == "10.124.0.2"
@@ -449,6 +461,16 @@ def test_debugger_proof_names_a_node_whose_stack_the_dashboard_cannot_read() -> 
         "worker1 (10.0.0.11), Ray 2.60.0: the dashboard could not read a worker's stack here"
         f" (py-spy, run by the node's dashboard agent): {refused}"
     ]
+
+
+def test_debugger_proof_names_a_task_that_failed_and_nothing_else() -> None:
+    """A proof task that never ran reports its error alone: no mode or port range to judge."""
+    failed = "the proof task failed: TaskUnschedulableError('The node specified ...')"
+    report = {"10.0.0.10": proof(52000), "10.0.0.11": {"error": failed}}
+    assert judge(report, "legacy") == {
+        "problems": [f"worker1 (10.0.0.11), Ray ?: {failed}"],
+        "unreserved": [],
+    }
 
 
 def test_debugger_proof_reports_silent_nodes() -> None:

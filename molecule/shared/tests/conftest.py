@@ -121,7 +121,14 @@ def outsider() -> testinfra.host.Host:
 
 
 def alive_nodes(cluster: Cluster) -> dict[str, str]:
-    """{ip: node_id} of ALIVE nodes from the head's state API; {} while it does not answer."""
+    """{ip: node_id} of ALIVE nodes from the head's state API; {} while it does not answer.
+    Where a restarted Ray's old node is not marked dead yet, one of the two."""
+    return {ip: min(ids) for ip, ids in alive_node_ids(cluster).items()}
+
+
+def alive_node_ids(cluster: Cluster) -> dict[str, set[str]]:
+    """{ip: ids of its ALIVE nodes}: two where Ray restarted and the head has not yet marked
+    the old node dead; {} while the head does not answer."""
     request = urllib.request.Request(
         f"{cluster.dashboard}/api/v0/nodes?limit=10000&detail=true",
         # The token the runbook's environment names, as Ray's own clients send it.
@@ -132,7 +139,11 @@ def alive_nodes(cluster: Cluster) -> dict[str, str]:
             rows = json.load(response)["data"]["result"]["result"]
     except OSError:
         return {}
-    return {row["node_ip"]: row["node_id"] for row in rows if row["state"] == "ALIVE"}
+    ids: dict[str, set[str]] = {}
+    for row in rows:
+        if row["state"] == "ALIVE":
+            ids.setdefault(row["node_ip"], set()).add(row["node_id"])
+    return ids
 
 
 @pytest.fixture(scope="session")
