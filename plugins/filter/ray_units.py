@@ -1,5 +1,6 @@
 """Whether a systemd unit on a node (Ray's, the firewall's) is up as written, whether it runs
-at all, and whether it runs the files it reads at start as they are now."""
+at all, whether it runs the files it reads at start as they are now, and whether stopping it
+failed."""
 
 from __future__ import annotations
 
@@ -40,6 +41,13 @@ def runs_older_than(
     return newest is not None and int(started or 0) < newest
 
 
+def stop_failed(result: Mapping[str, Any]) -> bool:
+    """Whether a stop by ansible.builtin.systemd_service failed, a unit that does not exist
+    aside: a unit never written has nothing to stop, and the run reports what kept it from
+    being written rather than a second failure."""
+    return bool(result.get("failed")) and "Could not find" not in str(result.get("msg", ""))
+
+
 class FilterModule:
     """Ansible entry point."""
 
@@ -48,4 +56,5 @@ class FilterModule:
             "ray_unit_up": unit_up,
             "ray_unit_running": unit_running,
             "ray_runs_older_than": runs_older_than,
+            "ray_stop_failed": stop_failed,
         }

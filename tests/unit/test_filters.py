@@ -539,6 +539,14 @@ def test_unit_up_reads_systemctl_show_as_lines_or_a_mapping() -> None:
     assert not ray_units.unit_up({})
 
 
+def test_a_stop_fails_unless_the_unit_does_not_exist() -> None:
+    # ansible.builtin.systemd_service's message for a unit systemd does not know.
+    missing = "Could not find the requested service ray-wheelhouse: host"
+    assert not ray_units.stop_failed({"failed": True, "msg": missing})
+    assert ray_units.stop_failed({"failed": True, "msg": "Unable to stop service ray: timeout"})
+    assert not ray_units.stop_failed({"changed": True, "state": "stopped"})
+
+
 def test_debug_variable_names_are_every_modes_variables_once() -> None:
     modes = yaml.safe_load((PROJECT / "roles/ray_defaults/defaults/main.yml").read_text())[
         "ray_debug_modes"
