@@ -42,7 +42,7 @@ def debugger_proof_problems(
         if "debug_env" not in node:
             problems.append(f"{where}: {node.get('error')}")
             continue
-        running = {name: node.get("debug_env", {}).get(name) for name in names}
+        running = {name: node["debug_env"].get(name) for name in names}
         if running != expected:
             problems.append(
                 f"{where}: Ray runs with {_settings(running)}, not {mode}'s "
