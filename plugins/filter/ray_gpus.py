@@ -1,5 +1,5 @@
-"""GPUs of the nodes as nvidia-smi lists them: the inventory ray_facts records, its lines in
-the runbook and the play's summary, and what differs between nodes."""
+"""GPUs of the nodes as nvidia-smi lists them: the inventory the node_probe action records, its
+lines in the runbook and the play's summary, and what differs between nodes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.verl_debug.cluster.plugins.module_utils.nvidia_smi import query_rows
 
-# What ray_facts' node_probe.py asks nvidia-smi for, in its order.
+# What the node_probe module asks nvidia-smi for, in its order.
 INVENTORY_FIELDS = ("index", "name", "memory.total", "driver_version")
 
 
@@ -97,7 +97,6 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {
-            "ray_gpu_inventory": gpu_inventory,
             "ray_gpu_summary": gpu_summary,
             "ray_gpu_node_lines": gpu_node_lines,
             "ray_gpu_total": gpu_total,

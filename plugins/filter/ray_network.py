@@ -62,7 +62,5 @@ class FilterModule:
         return {
             "ray_invalid_cidrs": invalid_cidrs,
             "ray_cidrs_of_family": cidrs_of_family,
-            "ray_interface_for_ip": interface_for_ip,
             "ray_network_host": network_host,
-            "ray_routable_addresses": routable_addresses,
         }

@@ -1,12 +1,12 @@
 """The facts play's node probe: InfiniBand and RoCE told apart on /sys trees laid out as the
-kernel does, and the GID index RoCE v2 needs."""
+kernel does, and the GID index RoCE v2 needs; the node's facts its action computes."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
 import json
-import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -17,9 +17,18 @@ from pathlib import Path
 
 import pytest
 import ray_units
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.verl_debug.cluster.plugins.action.node_probe import (
+    ARGUMENT_SPEC,
+    SCRIPT,
+    node_facts,
+    probe_command,
+)
 
 PROJECT = Path(__file__).resolve().parents[2]
 PROBE = PROJECT / "roles/ray_facts/files/node_probe.py"
+assert PROBE == SCRIPT
 _spec = importlib.util.spec_from_file_location("node_probe", PROBE)
 assert _spec and _spec.loader
 node_probe = importlib.util.module_from_spec(_spec)
@@ -107,15 +116,18 @@ def probe_as_the_facts_play(nvidia_smi: str, driver: Path, venv: Path = Path("/n
 
 
 def test_the_facts_play_passes_what_the_probe_asks() -> None:
-    """The facts play's command line against the probe's own parser."""
-    play = (PROJECT / "roles/ray_facts/tasks/main.yml").read_text()
-    asked = re.search(r"node_probe.py (.*?)\n\s+executable", play, re.DOTALL)
-    assert asked, "ray_facts no longer runs node_probe.py"
-    given = set(re.findall(r"(--[a-z-]+) ", asked.group(1)))
-    assert given == {
-        "--nvidia-smi", "--driver", "--venv", "--firewall-unit", "--ray-unit", "--files-record",
-        "--proof-record", "--operator", "--nodes-api", "--token-file",
-    }  # fmt: skip
+    """The facts play's probe task against its action's spec, and the command line the action
+    builds from it against the probe's own parser: an option renamed on one side fails here,
+    not on a node."""
+    tasks = yaml.safe_load((PROJECT / "roles/ray_facts/tasks/main.yml").read_text())
+    [task] = [task for task in tasks if "verl_debug.cluster.node_probe" in task]
+    given = task["verl_debug.cluster.node_probe"]
+    assert set(given) == set(ARGUMENT_SPEC)
+    command = shlex.split(probe_command({**given, "operators": ["ann", "bob"]}))
+    assert command[0] == str(PROBE)
+    asked = node_probe.parser().parse_args(command[1:])
+    assert asked.operator == ["ann", "bob"]
+    assert asked.nvidia_smi == given["nvidia_smi"] and asked.nodes_api == given["nodes_api"]
 
 
 def test_the_probe_runs_as_the_facts_play_runs_it(tmp_path: Path) -> None:
@@ -279,3 +291,63 @@ def test_a_refused_token_and_a_head_without_ray_answer_a_status(
         closed = f"http://127.0.0.1:{unused.getsockname()[1]}/api/v0/nodes"
     assert node_probe.head_nodes(closed, None)["status"] == -1
     assert node_probe.head_nodes(None, None) is None
+
+
+# A worker's reading, as the probe prints it (the parts the facts are computed from).
+READING = {
+    "version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 16,
+    "network": {
+        "default_ipv4": "10.0.0.5",
+        "interfaces": {"lo": ["127.0.0.1", "::1"], "eth0": ["10.0.0.5", "fe80::1"],
+                       "ib0": ["192.168.7.5"]},
+    },
+    "rdma": {"infiniband": ["mlx5_0"], "roce": ["mlx5_1"], "roce_gid_index": None},
+    "nvidia": {"query": {"rc": 0, "stdout": "0, NVIDIA H100, 81559, 550.54.15\n"},
+               "banner": {"rc": 0, "stdout": "Driver Version: 550.54.15  CUDA Version: 12.4"},
+               "driver": "/proc/driver/nvidia/version"},
+    "groups": ["root", "video"], "accounts": {"root": {"group": "root"}, "ann": {"group": "ann"}},
+    "units": {}, "nft": None, "firewall_table": "unknown",
+    "venv": {"lock_sha256": None, "drift": []}, "files": {"record": "r", "paths": {}},
+    "last_proof": None, "head_nodes": None,
+}  # fmt: skip
+UNSET = {"node_ip": "", "num_gpus": "", "socket_ifname": "", "stand_in_gpus": False,
+         "nccl_ib_gid_index": "", "operators": []}  # fmt: skip
+
+
+def test_a_node_without_settings_takes_its_facts_from_what_it_read() -> None:
+    facts = node_facts(READING, UNSET)
+    assert facts["ray_node_address"] == "10.0.0.5"
+    # Every routable address of every NIC, the node's own first: no loopback, no link-local.
+    assert facts["ray_node_addresses"] == ["10.0.0.5", "192.168.7.5"]
+    assert facts["ray_node_ifname"] == "eth0"
+    assert facts["ray_node_gpus"]["count"] == facts["ray_node_gpu_count"] == 1
+    assert facts["ray_node_python"] == {
+        "version": "3.12", "machine": "x86_64", "glibc": "2.36", "cpus": 16,
+        "rdma": READING["rdma"],
+    }  # fmt: skip
+    assert facts["ray_node_ib_hcas"] == ["mlx5_0", "mlx5_1"]
+    assert facts["ray_node_roce_gid_index"] == ""
+    assert facts["__ray_facts_roce_unrouted"] is True
+    assert facts["ray_node_has_nft"] is False
+    assert facts["__ray_facts_stand_in_driver"] is None
+    assert facts["__ray_facts_missing_operators"] == []
+
+
+def test_the_hosts_settings_override_what_the_node_read() -> None:
+    settings = dict(UNSET, node_ip="192.168.7.5", num_gpus="8", nccl_ib_gid_index="3",
+                    stand_in_gpus=True, operators=["ann", "bob", "bob"])  # fmt: skip
+    facts = node_facts(READING, settings)
+    assert facts["ray_node_address"] == "192.168.7.5"
+    assert facts["ray_node_addresses"] == ["192.168.7.5", "10.0.0.5"]
+    assert facts["ray_node_ifname"] == "ib0"
+    assert facts["ray_node_gpu_count"] == 8
+    assert facts["__ray_facts_roce_unrouted"] is False
+    assert facts["__ray_facts_stand_in_driver"] == "/proc/driver/nvidia/version"
+    assert facts["__ray_facts_missing_operators"] == ["bob"]
+    assert node_facts(READING, dict(settings, socket_ifname="bond0"))["ray_node_ifname"] == "bond0"
+
+
+def test_an_address_no_interface_carries_is_named() -> None:
+    named = r"'10.9.9.9'; interfaces: \['eth0', 'ib0', 'lo'\]"
+    with pytest.raises(AnsibleFilterError, match=named):
+        node_facts(READING, dict(UNSET, node_ip="10.9.9.9"))

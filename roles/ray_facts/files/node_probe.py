@@ -5,7 +5,8 @@ glibc decide which wheels the node can load. One run answers for the Python, the
 network, the RDMA devices, the GPUs, the groups and accounts, the firewall's package, unit and
 live table, the venv's lock and packages, Ray's unit, the files the node_files module put in
 their state, and on the head the last proof and the nodes its running Ray lists: each
-module run costs a node a Python start. Read-only.
+module run costs a node a Python start. Read-only. The node_probe action
+(plugins/action/node_probe.py) runs it and computes the node's facts from what it prints.
 
     node_probe.py --nvidia-smi CMD --driver FILE --venv DIR --firewall-unit UNIT \
         --ray-unit UNIT --files-record FILE --proof-record FILE [--operator NAME ...] \
@@ -343,7 +344,7 @@ def probe(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="node_probe.py", description=__doc__.split("\n")[0])
     parser.add_argument("--nvidia-smi", required=True, help="nvidia-smi's command")
     parser.add_argument("--driver", required=True, help="the NVIDIA driver's /proc file")
@@ -363,7 +364,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--token-file", type=Path, help="on the head: the cluster token its Ray runs with"
     )
-    print(json.dumps(probe(parser.parse_args(argv))))
+    return parser
+
+
+def main(argv: list[str]) -> None:
+    print(json.dumps(probe(parser().parse_args(argv))))
 
 
 if __name__ == "__main__":
