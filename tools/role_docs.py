@@ -13,14 +13,16 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 ROLES = ROOT / "roles"
 PAGE = ROOT / "docs" / "roles.md"
-# The entry points that type a role's own variables (its defaults/main.yml): ray_defaults,
-# which has no tasks, names its `shared` so that Ansible does not check it each time a role
-# that depends on it enters a play (roles/validate/vars/main.yml reads the same two).
-OWN_ENTRIES = ("main", "shared")
 
 
 def load(path: Path) -> dict:
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+# The entry points that type a role's own variables (its defaults/main.yml), as the validate
+# role checks them: ray_defaults, which has no tasks, names its `shared` so that Ansible does
+# not check it each time a role that depends on it enters a play.
+OWN_ENTRIES = tuple(load(ROLES / "validate/vars/main.yml")["__validate_own_entries"])
 
 
 def own_options(specs: dict) -> dict:
