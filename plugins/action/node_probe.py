@@ -151,17 +151,19 @@ class ActionModule(ActionBase):
             templar=self._templar,
             shared_loader_obj=self._shared_loader_obj,
         )
-        reply = script.run(task_vars=task_vars)
+        # Read-only: the script action counts every run as a change.
+        reply = {**script.run(task_vars=task_vars), "changed": False}
         if reply.get("failed"):
             return reply
         try:
             node = json.loads(reply["stdout"])
-            settings = {name: options[name] for name in SETTINGS}
-            result["facts"] = node_facts(node, {**settings, "operators": options["operators"]})
         except ValueError as problem:
             raise AnsibleActionFail(
                 f"the probe printed no JSON ({problem})", result=reply
             ) from None
+        settings = {name: options[name] for name in SETTINGS}
+        try:
+            result["facts"] = node_facts(node, {**settings, "operators": options["operators"]})
         except AnsibleFilterError as problem:
             raise AnsibleActionFail(str(problem)) from None
         return result
