@@ -34,12 +34,19 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MOLECULE_ACTION = re.compile(r"\w+ ➜ (\w+): Executing\s*$")
 # Molecule indents the playbook's output and may wrap a long task name: its first line will do.
 ANSIBLE_TASK = re.compile(r"TASK \[([^\]]+)")
-# The lines that say why a stage failed: pytest's summary, Ansible's fatal results, make's and
-# the linters' errors. CI keeps only the end of the output, so they are repeated there.
-WHY = re.compile(r"^(FAILED (?!- RETRYING)|ERROR |fatal: |make: \*\*\*|\S+:\d+:\d*:? |E  )")
+# The lines that say why a stage failed: pytest's summary, Ansible's errors and fatal results,
+# make's and the linters' errors. CI keeps only the end of the output, so they are repeated there.
+WHY = re.compile(
+    r"^(FAILED (?!- RETRYING)|ERROR |\[ERROR\]: |fatal: |make: \*\*\*|\S+:\d+:\d*:? |E  )"
+)
+# What Python warns of at every ansible-playbook's start: it matches WHY's file:line, says nothing.
+WARNING = re.compile(r"^\S+:\d+: \w*Warning: ")
+# A fatal result's YAML (its msg, rc, stderr) is indented below it: its first lines come with it.
+FATAL = re.compile(r"^fatal: ")
+FATAL_BODY_LINES = 8
 # Molecule frames the playbook's output: "  │ fatal: [head]: ...".
-FRAME = re.compile(r"^\s*│?\s*")
-WHY_LINES = 25
+FRAME = re.compile(r"^\s*│ ?")
+WHY_LINES = 40
 
 
 @dataclass
@@ -181,12 +188,33 @@ def table(stages: list[Stage], started_at: float) -> str:
     return "\n".join(rows)
 
 
+def failure_lines(lines: list[str]) -> list[str]:
+    """The lines that say why, each fatal result with its task's name and the start of its YAML."""
+    found: list[str] = []
+    task, body_left = "", 0
+    for line in lines:
+        text = line.lstrip()
+        if body_left and line.startswith(" ") and text:
+            found.append(line)
+            body_left -= 1
+            continue
+        body_left = 0
+        if named := ANSIBLE_TASK.search(text):
+            task = named.group(1)
+        elif WHY.match(text) and not WARNING.match(text):
+            if FATAL.match(text) and task:
+                found.append(f"in TASK [{task}]:")
+            found.append(text)
+            body_left = FATAL_BODY_LINES if FATAL.match(text) else 0
+    return found
+
+
 def why(stage: Stage) -> str:
     """What a failed stage's log says of its failure: the matching lines, else its tail."""
     log = LOGS / f"{stage.name}.log"
     text = ANSI.sub("", log.read_text(errors="replace")) if log.exists() else ""
     lines = [FRAME.sub("", line).rstrip() for line in text.splitlines()]
-    reasons = [line for line in lines if WHY.match(line)] or lines[-10:]
+    reasons = failure_lines(lines) or [line.lstrip() for line in lines[-10:]]
     return "\n".join(
         [f"why {stage.name} {stage.status} ({stage.name}.log):"]
         + [f"  {line[:300]}" for line in reasons[-WHY_LINES:]]

@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.verl_debug.cluster.plugins.module_utils.nvidia_smi import query_rows
 
-# What the node_probe module asks nvidia-smi for, in its order.
+# What the probe script (roles/ray_facts/files/node_probe.py) asks nvidia-smi for, in its order.
 INVENTORY_FIELDS = ("index", "name", "memory.total", "driver_version")
 
 

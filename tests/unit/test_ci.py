@@ -88,6 +88,35 @@ def test_a_failed_stage_says_why_from_its_failure_lines() -> None:
     ]
 
 
+def test_a_fatal_result_comes_with_its_task_and_the_start_of_its_yaml() -> None:
+    # As molecule frames ansible-core 2.19's output with callback_result_format = yaml.
+    framed = [
+        "/venv/ansible/_ssh_agent.py:18: CryptographyDeprecationWarning: DSA is deprecated",
+        "TASK [verl_debug.cluster.wheelhouse : Download every wheel the nodes need, once] ***",
+        "[ERROR]: Task failed: Module failed: non-zero return code",
+        "fatal: [rc-head -> localhost]: FAILED! => ",
+        "    changed: true",
+        "    msg: non-zero return code",
+        "    rc: 1",
+        *[f"    stderr_lines: line {n}" for n in range(1, 10)],
+        "",
+        "PLAY RECAP ****",
+        "rc-head : ok=3 changed=1 failed=1",
+    ]
+    script = "".join(f"echo '  \u2502 {line}';" for line in framed) + "exit 2"
+    ci.schedule([scenario := shell("post_mortem", script)])
+    assert ci.why(scenario).splitlines() == [
+        "why post_mortem failed (post_mortem.log):",
+        "  [ERROR]: Task failed: Module failed: non-zero return code",
+        "  in TASK [verl_debug.cluster.wheelhouse : Download every wheel the nodes need, once]:",
+        "  fatal: [rc-head -> localhost]: FAILED! =>",
+        "      changed: true",
+        "      msg: non-zero return code",
+        "      rc: 1",
+        *[f"      stderr_lines: line {n}" for n in range(1, 6)],
+    ]
+
+
 def test_a_failure_without_a_known_line_shows_the_logs_end() -> None:
     ci.schedule([stage := shell("host", "seq 1 30; exit 2")])
     assert ci.why(stage).splitlines()[1:] == [f"  {n}" for n in range(21, 31)]
