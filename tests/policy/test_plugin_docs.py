@@ -1,6 +1,6 @@
 """The plugins' documentation is YAML that ansible-doc can read (ansible-lint only warns when it
 cannot), the module documents exactly the options its argument spec takes, plus those its
-action removes before the module runs, and the node_probe action's documentation is its spec."""
+action removes before the module runs, and each action without a module documents its spec."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.verl_debug.cluster.plugins.action import node_probe
+from ansible_collections.verl_debug.cluster.plugins.action import node_probe, node_upload
 
 PROJECT = Path(__file__).resolve().parents[2]
 DOCUMENTED = sorted(
@@ -63,11 +63,15 @@ def test_node_files_documents_its_argument_spec() -> None:
     }
 
 
-def test_node_probe_documents_the_spec_its_action_checks() -> None:
-    """An action without a module: its options, types, defaults and requirements are the
-    argument spec it validates the task's arguments against."""
-    path = PROJECT / "plugins/modules/node_probe.py"
+@pytest.mark.parametrize(
+    "action", [node_probe, node_upload], ids=lambda action: action.__name__.rpartition(".")[2]
+)
+def test_an_action_without_a_module_documents_the_spec_it_checks(action: object) -> None:
+    """Its options, types, defaults and requirements are the argument spec it validates the
+    task's arguments against."""
+    name = action.__name__.rpartition(".")[2]
+    path = PROJECT / f"plugins/modules/{name}.py"
     documented = yaml.safe_load(blocks(path)["DOCUMENTATION"])["options"]
-    assert set(documented) == set(node_probe.ARGUMENT_SPEC)
-    for name, spec in node_probe.ARGUMENT_SPEC.items():
-        assert {key: documented[name].get(key) for key in spec} == spec, name
+    assert set(documented) == set(action.ARGUMENT_SPEC)
+    for option, spec in action.ARGUMENT_SPEC.items():
+        assert {key: documented[option].get(key) for key in spec} == spec, option
