@@ -19,6 +19,9 @@ from bench.nodes import PROJECT, RESULTS, SSH_INVENTORY, Nodes, run
 VENV_BIN = Path(sys.executable).parent
 ARCHIVE = RESULTS / "wheelhouse.tar"
 LOCK = RESULTS / "requirements.lock"
+# cluster-up's locks, which the sandbox's removal deletes with its artifacts, and their copies.
+LOCKS = PROJECT / "artifacts/bench/locks"
+KEPT_LOCKS = RESULTS / "locks"
 WHEELHOUSE = PROJECT / ".cache/wheelhouse"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", re.MULTILINE)
 # Every task's seconds in the recap of ansible.posix.profile_tasks, longest first. The variable
@@ -62,9 +65,23 @@ def controller_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def keep_locks() -> None:
+    """After an untimed cluster-up: the locks it resolved, put back before every timed run
+    (restore_locks), as its wheelhouse archive stays: a timed run starts where the controller
+    of a cluster whose nodes were made anew starts, holding both."""
+    KEPT_LOCKS.mkdir(parents=True, exist_ok=True)
+    for path in LOCKS.iterdir():
+        shutil.copyfile(path, KEPT_LOCKS / path.name)
+
+
+def restore_locks() -> None:
+    if KEPT_LOCKS.is_dir():
+        shutil.copytree(KEPT_LOCKS, LOCKS, dirs_exist_ok=True)
+
+
 def keep_lock_and_archive() -> None:
     """After a cluster-up: the lock it installed and its wheelhouse, for the other methods."""
-    [lock] = (PROJECT / "artifacts/bench/locks").glob("*.lock")
+    [lock] = LOCKS.glob("*.lock")
     digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
     shutil.copyfile(lock, LOCK)
     ARCHIVE.unlink(missing_ok=True)

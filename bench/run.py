@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench import report
-from bench.methods import Run, cluster_up, controller_cpu, keep_lock_and_archive, manual, ray_up
+from bench.methods import (
+    Run,
+    cluster_up,
+    controller_cpu,
+    keep_lock_and_archive,
+    keep_locks,
+    manual,
+    ray_up,
+    restore_locks,
+)
 from bench.nodes import RESULTS, Nodes, run
 
 SAMPLES = report.SAMPLES
@@ -76,6 +85,7 @@ def on_fresh_nodes(nodes: Nodes, measure: Callable[[Nodes], None]) -> None:
     """Bare containers for one measurement, removed afterwards whatever happens."""
     nodes.destroy()
     nodes.create()
+    restore_locks()
     settle_disk()
     try:
         measure(nodes)
@@ -99,6 +109,7 @@ def settle_disk() -> None:
 def warm_up(nodes: Nodes) -> None:
     """Untimed: resolve the lock and build the wheelhouse every timed run then finds warm."""
     cluster_up("-e", "debug_mode=legacy")
+    keep_locks()
     if nodes.verl:
         keep_lock_and_archive()
 
