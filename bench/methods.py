@@ -69,9 +69,7 @@ def keep_locks() -> None:
     """After an untimed cluster-up: the locks it resolved, put back before every timed run
     (restore_locks), as its wheelhouse archive stays: a timed run starts where the controller
     of a cluster whose nodes were made anew starts, holding both."""
-    KEPT_LOCKS.mkdir(parents=True, exist_ok=True)
-    for path in LOCKS.iterdir():
-        shutil.copyfile(path, KEPT_LOCKS / path.name)
+    shutil.copytree(LOCKS, KEPT_LOCKS, dirs_exist_ok=True)
 
 
 def restore_locks() -> None:

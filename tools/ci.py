@@ -202,10 +202,11 @@ def failure_lines(lines: list[str]) -> list[str]:
         if named := ANSIBLE_TASK.search(text):
             task = named.group(1)
         elif WHY.match(text) and not WARNING.match(text):
-            if FATAL.match(text) and task:
+            fatal = FATAL.match(text) is not None
+            if fatal and task:
                 found.append(f"in TASK [{task}]:")
             found.append(text)
-            body_left = FATAL_BODY_LINES if FATAL.match(text) else 0
+            body_left = FATAL_BODY_LINES if fatal else 0
     return found
 
 
