@@ -4,9 +4,13 @@ The facts play ran roles/ray_facts/files/node_probe.py with ansible.builtin.scri
 templated some 25 facts from its JSON in a set_fact: each a Jinja expression compiled afresh
 in the worker Ansible forks for each task and host, so that the set_fact cost the controller
 more than the probe itself, on every node and every run (docs/performance.md). This action
-runs the same script the same way (the script action: no module wrapper for the node to
-unpack) and computes the facts in Python; the set_fact that publishes them to hostvars only
-copies them.
+runs the same script (no module wrapper for the node to unpack) and computes the facts in
+Python; the set_fact that publishes them to hostvars only copies them.
+
+Where the connection pipelines, the script reaches the node's Python on its standard input,
+in one command. The script action takes six commands and a transfer for it (the home
+directory, a temporary directory, the file, its mode, the run, the removal), each an SSH
+client the controller starts, on every node and every run.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
 }
 
 
-def probe_command(options: Mapping[str, Any]) -> str:
-    """The script's command line for the options given (the operators one flag each)."""
+def probe_flags(options: Mapping[str, Any]) -> list[str]:
+    """The script's arguments for the options given (the operators one flag each)."""
     flags = [
         part
         for name in PROBE_OPTIONS
@@ -66,7 +70,7 @@ def probe_command(options: Mapping[str, Any]) -> str:
     ]
     for operator in options.get("operators") or []:
         flags += ["--operator", operator]
-    return shlex.join([str(SCRIPT), *flags])
+    return flags
 
 
 def node_facts(node: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -135,24 +139,14 @@ def node_facts(node: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str
 
 
 class ActionModule(ActionBase):
-    TRANSFERS_FILES = True
+    # The script action, where the connection does not pipeline, makes its own.
+    TRANSFERS_FILES = False
 
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict[str, Any]:
         _, options = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result = super().run(tmp, task_vars)
-        script_task = self._task.copy()
-        script_task.args = {"cmd": probe_command(options), "executable": options["python"]}
-        script = self._shared_loader_obj.action_loader.get(
-            "ansible.builtin.script",
-            task=script_task,
-            connection=self._connection,
-            play_context=self._play_context,
-            loader=self._loader,
-            templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj,
-        )
         # Read-only: the script action counts every run as a change.
-        reply = {**script.run(task_vars=task_vars), "changed": False}
+        reply = {**self._read_node(options, task_vars), "changed": False}
         if reply.get("failed"):
             return reply
         try:
@@ -167,3 +161,27 @@ class ActionModule(ActionBase):
         except AnsibleFilterError as problem:
             raise AnsibleActionFail(str(problem)) from None
         return result
+
+    def _read_node(self, options: Mapping[str, Any], task_vars: dict | None) -> dict[str, Any]:
+        """The script's run on the node: rc, stdout and stderr, failed where rc is not 0."""
+        if self._connection.is_pipelining_enabled():
+            command = shlex.join([options["python"], "-", *probe_flags(options)])
+            reply = self._low_level_execute_command(command, in_data=SCRIPT.read_bytes())
+            if reply["rc"] != 0:
+                reply.update(failed=True, msg=f"the probe exited with {reply['rc']}")
+            return reply
+        script_task = self._task.copy()
+        script_task.args = {
+            "cmd": shlex.join([str(SCRIPT), *probe_flags(options)]),
+            "executable": options["python"],
+        }
+        script = self._shared_loader_obj.action_loader.get(
+            "ansible.builtin.script",
+            task=script_task,
+            connection=self._connection,
+            play_context=self._play_context,
+            loader=self._loader,
+            templar=self._templar,
+            shared_loader_obj=self._shared_loader_obj,
+        )
+        return script.run(task_vars=task_vars)

@@ -10,9 +10,11 @@ description:
     firewall's and Ray's units, the firewall's live table, the venv's lock and packages, every
     file M(verl_debug.cluster.node_files) keeps, and on the head the last proof and the node
     list of the Ray it runs. Changes nothing.
-  - Runs the ray_facts role's C(node_probe.py) as M(ansible.builtin.script) would, with
-    O(python), and computes the node's facts from what it prints, on the controller; returns
-    them as RV(facts) for one M(ansible.builtin.set_fact) to publish.
+  - Runs the ray_facts role's C(node_probe.py) with O(python), and computes the node's facts
+    from what it prints, on the controller; returns them as RV(facts) for one
+    M(ansible.builtin.set_fact) to publish.
+  - Where the connection pipelines, the script reaches O(python) on its standard input, in
+    one command; elsewhere it runs as M(ansible.builtin.script) would run it.
   - An action plugin; this file documents it.
 options:
   python:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import shlex
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from ansible_collections.verl_debug.cluster.plugins.action.node_probe import (
     ARGUMENT_SPEC,
     SCRIPT,
     node_facts,
-    probe_command,
+    probe_flags,
 )
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -104,13 +103,15 @@ def test_a_roce_port_without_an_ipv4_gid_has_no_index(tmp_path: Path) -> None:
 
 
 def probe_as_the_facts_play(nvidia_smi: str, driver: Path, venv: Path = Path("/nowhere")) -> dict:
+    """The script on Python's standard input, as the probe's action sends it where the
+    connection pipelines."""
     run = subprocess.run(
-        [sys.executable, str(PROBE), "--nvidia-smi", nvidia_smi, "--driver", str(driver),
+        [sys.executable, "-", "--nvidia-smi", nvidia_smi, "--driver", str(driver),
          "--venv", str(venv), "--firewall-unit", "ray-firewall-of-no-test",
          "--ray-unit", "ray-of-no-test", "--files-record", str(venv / "no-record"),
          "--proof-record", str(venv / "no-proof"), "--operator", "root",
          "--operator", "no-such-operator"],
-        capture_output=True, text=True, check=True, timeout=120,
+        input=PROBE.read_text(), capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     return json.loads(run.stdout)
 
@@ -123,9 +124,8 @@ def test_the_facts_play_passes_what_the_probe_asks() -> None:
     [task] = [task for task in tasks if "verl_debug.cluster.node_probe" in task]
     given = task["verl_debug.cluster.node_probe"]
     assert set(given) == set(ARGUMENT_SPEC)
-    command = shlex.split(probe_command({**given, "operators": ["ann", "bob"]}))
-    assert command[0] == str(PROBE)
-    asked = node_probe.parser().parse_args(command[1:])
+    flags = probe_flags({**given, "operators": ["ann", "bob"]})
+    asked = node_probe.parser().parse_args(flags)
     assert asked.operator == ["ann", "bob"]
     assert asked.nvidia_smi == given["nvidia_smi"] and asked.nodes_api == given["nodes_api"]
 
