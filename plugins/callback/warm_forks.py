@@ -5,6 +5,10 @@ Ansible forks a fresh worker per task and host, and a worker that templates its 
 loads every filter and test plugin file (ansible.builtin's and this collection's) from
 scratch. On a re-run of cluster-up, where most tasks are skipped conditions, that loading was
 over a third of the controller's CPU per node (docs/performance.md).
+
+It templates one expression too: Jinja's lexer, a few dozen regular expressions Ansible
+caches per process, is then built once here, where each worker built it again for its first
+template (ansible-core's own comment on that cache asks for it to be built before the fork).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import pkgutil
 
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import filter_loader, test_loader
+from ansible.template import Templar, trust_as_template
 
 DOCUMENTATION = """
 name: warm_forks
@@ -21,8 +26,8 @@ type: aggregate
 short_description: load Jinja filters and tests once, before the workers fork
 description:
   - At the start of a playbook, loads every filter and test plugin Ansible knows in the
-    controller's main process, so that the worker forked for each task and host inherits
-    them.
+    controller's main process, and templates one expression there so that Jinja's lexer is
+    built, so that the worker forked for each task and host inherits them.
   - Changes no output and no result.
 requirements:
   - enabled by callbacks_enabled in ansible.cfg
@@ -42,3 +47,4 @@ class CallbackModule(CallbackBase):
         filters = importlib.import_module("ansible_collections.verl_debug.cluster.plugins.filter")
         for module in pkgutil.iter_modules(filters.__path__, f"{filters.__name__}."):
             importlib.import_module(module.name)
+        Templar().template(trust_as_template("{{ 0 }}"))

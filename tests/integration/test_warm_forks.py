@@ -1,6 +1,7 @@
 """The warm_forks callback: ansible-playbook loads it from the checkout's ansible.cfg, and after
 it has run, the filters and tests that every forked worker would otherwise load again are
-already in the controller's process (what a fork inherits)."""
+already in the controller's process (what a fork inherits), and so is the Jinja lexer that
+every worker's first template would build."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ WARM_THEN_LOOK = textwrap.dedent(
     """
     import json, sys
     from ansible.plugins.loader import filter_loader, init_plugin_loader, test_loader
+    from ansible._internal._templating._jinja_bits import AnsibleEnvironment
     init_plugin_loader([sys.argv[1]])
     from ansible_collections.verl_debug.cluster.plugins.callback.warm_forks import CallbackModule
     ours = "ansible_collections.verl_debug.cluster.plugins.filter."
@@ -28,6 +30,7 @@ WARM_THEN_LOOK = textwrap.dedent(
             "filters": "to_json" in filter_loader._cached_non_collection_wrappers,
             "tests": "file" in test_loader._cached_non_collection_wrappers,
             "ours": sorted(name[len(ours):] for name in sys.modules if name.startswith(ours)),
+            "lexer": len(AnsibleEnvironment._lexer_cache) > 0,
         }
     before = loaded()
     CallbackModule().v2_playbook_on_start(None)
@@ -53,6 +56,6 @@ def test_after_the_callback_the_filters_are_loaded_in_the_controllers_process() 
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     seen = json.loads(done.stdout)
-    assert seen["before"] == {"filters": False, "tests": False, "ours": []}
+    assert seen["before"] == {"filters": False, "tests": False, "ours": [], "lexer": False}
     filters = sorted(path.stem for path in (PROJECT / "plugins/filter").glob("*.py"))
-    assert seen["after"] == {"filters": True, "tests": True, "ours": filters}
+    assert seen["after"] == {"filters": True, "tests": True, "ours": filters, "lexer": True}
