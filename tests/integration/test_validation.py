@@ -94,6 +94,16 @@ CASES = {
         [],
         ["hosts ['h'] are in both 'ray_head' and 'ray_workers'"],
     ),
+    # One task checks the groups, the batch, the join wait and renamed variables: every
+    # problem is named in one run.
+    "two heads and a bad batch": (
+        inventory(["h1", "h2"], ["w"]),
+        ["-e", "ray_worker_batch=0"],
+        [
+            "group 'ray_head' must hold exactly one host, found 2",
+            "ray_worker_batch '0' is not valid",
+        ],
+    ),
     "bad CIDR": (
         inventory(["h"], ["w"], ray_trusted_cidrs=["10.0.0.0/8", "10.0.0.300/32"]),
         [],
@@ -384,6 +394,24 @@ def test_an_operator_without_an_account_is_refused_naming_the_node(tmp_path: Pat
         "ray_operators names accounts that n2 (no-such-operator) has no account for; create the"
         " accounts or remove the names."
     ) in output, output[-3000:]
+
+
+def test_every_refusal_the_facts_show_is_named_in_one_run(tmp_path: Path) -> None:
+    """The facts checks are one task: a cluster with two problems hears of both at once, not
+    of the second only after fixing the first."""
+    driver = tmp_path / "nvidia-version"
+    driver.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
+    gpus = stand_in_nvidia_smi(tmp_path / "h100", "NVIDIA H100", "550.54.15")
+    nodes = local_nodes(
+        ray_stand_in_gpus=True, ray_facts_nvidia_smi=gpus, ray_facts_nvidia_driver=str(driver),
+        ray_operators=["no-such-operator"],
+    )  # fmt: skip
+    run = cluster_up(tmp_path, nodes, "--check", "-e", "verl_install=false")
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert INSTALL_PLAY not in output
+    assert f"with a loaded NVIDIA driver: n2 ({driver} exists)." in output, output[-3000:]
+    assert "ray_operators names accounts that n2 (no-such-operator) has no account for" in output
 
 
 def test_unknown_ray_version_is_refused_before_any_install(tmp_path: Path) -> None:
