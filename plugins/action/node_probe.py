@@ -8,9 +8,9 @@ runs the same script (no module wrapper for the node to unpack) and computes the
 Python; the set_fact that publishes them to hostvars only copies them.
 
 Where the connection pipelines, the script reaches the node's Python on its standard input,
-in one command. The script action takes six commands and a transfer for it (the home
-directory, a temporary directory, the file, its mode, the run, the removal), each an SSH
-client the controller starts, on every node and every run.
+in one command. The script action takes five commands (the home directory, a temporary
+directory, the script's mode, the run, the removal) and the script's transfer, each an SSH or
+SFTP client the controller starts, on every node and every run.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class ActionModule(ActionBase):
     def run(self, tmp: str | None = None, task_vars: dict | None = None) -> dict[str, Any]:
         _, options = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result = super().run(tmp, task_vars)
-        # Read-only: the script action counts every run as a change.
+        # Read-only, however it ran: the script action counts every run as a change.
         reply = {**self._read_node(options, task_vars), "changed": False}
         if reply.get("failed"):
             return reply
