@@ -26,8 +26,8 @@ type: aggregate
 short_description: load Jinja filters and tests once, before the workers fork
 description:
   - At the start of a playbook, loads every filter and test plugin Ansible knows in the
-    controller's main process, and templates one expression there so that Jinja's lexer is
-    built, so that the worker forked for each task and host inherits them.
+    controller's main process and templates one expression there, which builds Jinja's lexer;
+    the worker forked for each task and host inherits them.
   - Changes no output and no result.
 requirements:
   - enabled by callbacks_enabled in ansible.cfg
