@@ -72,6 +72,13 @@ def keep_locks() -> None:
     shutil.copytree(LOCKS, KEPT_LOCKS, dirs_exist_ok=True)
 
 
+def forget_locks() -> None:
+    """Before a run that is not resumed: its warm-ups resolve the locks it keeps. A lock kept
+    by an earlier run (of other requirements, light nodes' without verl) would be one more lock
+    beside the one its cluster-up resolves."""
+    shutil.rmtree(KEPT_LOCKS, ignore_errors=True)
+
+
 def restore_locks() -> None:
     if KEPT_LOCKS.is_dir():
         shutil.copytree(KEPT_LOCKS, LOCKS, dirs_exist_ok=True)

@@ -25,6 +25,7 @@ from bench.methods import (
     Run,
     cluster_up,
     controller_cpu,
+    forget_locks,
     keep_lock_and_archive,
     keep_locks,
     manual,
@@ -273,6 +274,7 @@ def main() -> None:
         parser.error("--retake measures parts again in a run that keeps the others: add --resume")
     if not args.resume:
         SAMPLES.write_text("")
+        forget_locks()
     elif args.retake:
         retake(args.retake)
     started = time.monotonic()
