@@ -6,71 +6,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-
-def node_rows(reply: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The node rows of ray_nodes_reply, the head's answer to /api/v0/nodes; none where it did
-    not answer with a node list (refused token, dashboard down)."""
-    try:
-        return reply["json"]["data"]["result"]["result"]
-    except (KeyError, TypeError):
-        return []
+from ansible_collections.verl_debug.cluster.plugins.module_utils.ray_nodes_api import (
+    alive_node_ids,
+    node_rows,
+    nodes_not_ready,
+)
 
 
-def nodes_not_ready(rows: Iterable[Mapping[str, Any]], wanted: Mapping[str, int]) -> list[str]:
-    """Compare the state API's node rows with {ip: GPUs}; say what is not ready yet.
-
-    An address with two ALIVE rows is not ready: Ray there restarted and its new node joined
-    before the head marked the old one dead (its health checks take ~15 s), and a task pinned
-    to the old one can never run.
-    """
-    alive: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        if row.get("state") == "ALIVE":
-            alive.setdefault(row["node_ip"], []).append(row)
-    problems = []
-    for address, gpus in sorted(wanted.items()):
-        if address not in alive:
-            problems.append(f"{address}: not alive")
-            continue
-        if len(alive[address]) > 1:
-            problems.append(
-                f"{address}: {len(alive[address])} nodes alive (Ray restarted there and the"
-                " head has not yet marked the old node dead)"
-            )
-            continue
-        offered = int(alive[address][0].get("resources_total", {}).get("GPU", 0))
-        if offered != int(gpus):
-            problems.append(f"{address}: {offered} GPUs, expected {gpus}")
-    return problems
-
-
-def alive_node_ids(rows: Iterable[Mapping[str, Any]], address: str) -> list[str]:
-    """Node ids the state API reports ALIVE at `address` (a restart adds a new one)."""
-    return [
-        str(row["node_id"])
-        for row in rows
-        if row.get("node_ip") == address and row.get("state") == "ALIVE"
-    ]
-
-
-def nodes_not_joined(
-    rows: Iterable[Mapping[str, Any]],
-    hostvars: Mapping[str, Mapping[str, Any]],
-    hosts: Iterable[str],
-) -> list[str]:
-    """Hosts with no ALIVE node id at their address that was not there before Ray stopped.
-
-    One read of the head's node list answers for a whole batch of starting nodes, so the
-    head is asked once per interval, whatever the batch size.
-    """
-    records = list(rows)
-    waiting = []
-    for host in hosts:
-        own = hostvars[host]
-        before = own.get("__ray_service_ids_before", [])
-        if not set(alive_node_ids(records, own["ray_node_address"])) - set(before):
-            waiting.append(host)
-    return waiting
+def ids_before(hostvars: Mapping[str, Mapping[str, Any]], hosts: Iterable[str]) -> dict:
+    """{address: node ids alive there before Ray stopped} for each host, what the join wait
+    sends the node_list module: a host whose Ray did not run had none."""
+    return {
+        hostvars[host]["ray_node_address"]: list(hostvars[host].get("__ray_service_ids_before", []))
+        for host in hosts
+    }
 
 
 class FilterModule:
@@ -81,5 +30,5 @@ class FilterModule:
             "ray_node_rows": node_rows,
             "ray_nodes_not_ready": nodes_not_ready,
             "ray_alive_node_ids": alive_node_ids,
-            "ray_nodes_not_joined": nodes_not_joined,
+            "ray_ids_before": ids_before,
         }

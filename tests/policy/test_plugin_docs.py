@@ -39,10 +39,9 @@ def test_documentation_is_yaml(path: Path) -> None:
         assert yaml.safe_load(text), f"{path.name}: {name} is empty"
 
 
-def test_node_files_documents_its_argument_spec() -> None:
-    path = PROJECT / "plugins/modules/node_files.py"
-    documented = yaml.safe_load(blocks(path)["DOCUMENTATION"])["options"]
-    spec = importlib.util.spec_from_file_location("node_files_module", path)
+def argument_spec(path: Path) -> dict:
+    """The argument spec a module's main() hands AnsibleModule."""
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_module", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -56,11 +55,29 @@ def test_node_files_documents_its_argument_spec() -> None:
     module.AnsibleModule = Capture
     with pytest.raises(SystemExit):
         module.main()
+    return taken
+
+
+def test_node_files_documents_its_argument_spec() -> None:
+    path = PROJECT / "plugins/modules/node_files.py"
+    documented = yaml.safe_load(blocks(path)["DOCUMENTATION"])["options"]
+    taken = argument_spec(path)
     assert set(documented) == set(taken) | ACTION_ONLY
     # The action renders an entry's template into its content; the module never sees it.
     assert set(documented["entries"]["suboptions"]) == set(taken["entries"]["options"]) | {
         "template"
     }
+
+
+def test_node_list_documents_its_argument_spec() -> None:
+    path = PROJECT / "plugins/modules/node_list.py"
+    documented = yaml.safe_load(blocks(path)["DOCUMENTATION"])["options"]
+    taken = argument_spec(path)
+    assert set(documented) == set(taken)
+    for name, option in taken.items():
+        assert documented[name]["type"] == option["type"], name
+        assert documented[name].get("default") == option.get("default"), name
+        assert documented[name].get("required", False) == option.get("required", False), name
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import ray_gpus
 import ray_network
 import ray_node_facts
 import ray_node_list
+import ray_nodes_api
 import ray_ports
 import ray_rollout
 import ray_units
@@ -131,14 +132,14 @@ def test_nodes_not_joined_waits_for_a_new_id_at_each_address() -> None:
     hostvars = {
         "restarted": {"ray_node_address": "10.0.0.2", "__ray_service_ids_before": ["old"]},
         "not_back_yet": {"ray_node_address": "10.0.0.3", "__ray_service_ids_before": ["kept"]},
-        "never_stopped": {"ray_node_address": "10.0.0.3"},
         "missing": {"ray_node_address": "10.0.0.4"},
     }
-    assert ray_node_list.nodes_not_joined(rows, hostvars, list(hostvars)) == [
-        "not_back_yet",
-        "missing",
-    ]
-    assert ray_node_list.nodes_not_joined([], hostvars, ["restarted"]) == ["restarted"]
+    # What the join wait sends the node_list module: a host whose Ray did not run had no ids.
+    ids_before = ray_node_list.ids_before(hostvars, list(hostvars))
+    assert ids_before == {"10.0.0.2": ["old"], "10.0.0.3": ["kept"], "10.0.0.4": []}
+    assert ray_nodes_api.nodes_not_joined(rows, ids_before) == ["10.0.0.3", "10.0.0.4"]
+    assert ray_nodes_api.nodes_not_joined([], {"10.0.0.2": []}) == ["10.0.0.2"]
+    assert ray_nodes_api.nodes_not_joined(rows, {"10.0.0.3": []}) == []
 
 
 # As printed by nvidia-smi 550 on an 8 x H100 node (two rows kept) and its banner's first lines.
