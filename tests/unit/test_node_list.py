@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -50,7 +50,7 @@ class Head:
 
 
 @pytest.fixture
-def serve() -> Iterator[type[Head]]:
+def serve() -> Iterator[Callable[[list[tuple[int, dict]]], Head]]:
     started: list[Head] = []
 
     def start(replies: list[tuple[int, dict]]) -> Head:
@@ -59,7 +59,7 @@ def serve() -> Iterator[type[Head]]:
         started.append(head)
         return head
 
-    yield start  # type: ignore[misc]
+    yield start
     for head in started:
         head.server.shutdown()
         head.server.server_close()
