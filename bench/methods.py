@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bench.nodes import PROJECT, RESULTS, SSH_INVENTORY, Nodes, run
+from tests.bounded import callbacks_enabled
 
 VENV_BIN = Path(sys.executable).parent
 ARCHIVE = RESULTS / "wheelhouse.tar"
@@ -24,10 +25,10 @@ LOCKS = PROJECT / "artifacts/bench/locks"
 KEPT_LOCKS = RESULTS / "locks"
 WHEELHOUSE = PROJECT / ".cache/wheelhouse"
 RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", re.MULTILINE)
-# Every task's seconds in the recap of ansible.posix.profile_tasks, longest first. The variable
-# replaces ansible.cfg's callbacks: its own is named again, so that the bench runs what users do.
+# Every task's seconds in the recap of ansible.posix.profile_tasks, longest first, beside
+# ansible.cfg's own callbacks: the bench runs what users do.
 PROFILE_TASKS = {
-    "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks,verl_debug.cluster.warm_forks",
+    "ANSIBLE_CALLBACKS_ENABLED": callbacks_enabled("ansible.posix.profile_tasks"),
     "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
     "PROFILE_TASKS_SORT_ORDER": "descending",
 }

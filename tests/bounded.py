@@ -6,6 +6,7 @@ Imported by the molecule and sandbox tests from this directory (as doc_commands 
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import os
 import signal
@@ -19,6 +20,16 @@ PLAYBOOK_LIMIT_S = 900
 # What a single Ansible task may take (a wheel sync, a node's join) before Ansible stops it.
 TASK_LIMIT_S = 600
 CALLBACKS = Path(__file__).resolve().parent / "callback_plugins"
+ANSIBLE_CFG = Path(__file__).resolve().parents[1] / "ansible.cfg"
+
+
+def callbacks_enabled(*more: str) -> str:
+    """ANSIBLE_CALLBACKS_ENABLED for the callbacks `more` beside the checkout's own. The
+    variable replaces ansible.cfg's list, so that list is read here, never named again."""
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(ANSIBLE_CFG)
+    own = config.get("defaults", "callbacks_enabled", fallback="")
+    return ",".join([*more, *(name.strip() for name in own.split(",") if name.strip())])
 
 
 def kill_tree(pid: int) -> None:
@@ -56,8 +67,7 @@ def run_bounded(
         env = {
             **(os.environ if env is None else env),
             "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS),
-            # The variable replaces ansible.cfg's callbacks: its own is named again.
-            "ANSIBLE_CALLBACKS_ENABLED": "last_task,verl_debug.cluster.warm_forks",
+            "ANSIBLE_CALLBACKS_ENABLED": callbacks_enabled("last_task"),
             "ANSIBLE_LAST_TASK_FILE": last_task.name,
             "ANSIBLE_TASK_TIMEOUT": str(TASK_LIMIT_S),
         }

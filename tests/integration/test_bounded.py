@@ -62,3 +62,18 @@ def test_a_run_that_hangs_before_its_marker_fails_at_its_limit() -> None:
     with pytest.raises(AssertionError, match="ran past 3 s"):
         run_until_cut(["bash", "-c", "sleep 300"], "never", timeout=3)
     assert time.monotonic() - started < 30
+
+
+def test_a_bounded_run_keeps_the_checkouts_callbacks(tmp_path: Path) -> None:
+    """ANSIBLE_CALLBACKS_ENABLED replaces ansible.cfg's list: run_bounded's own callback is
+    added to that list, and the checkout's (warm_forks) still loads."""
+    playbook = tmp_path / "empty.yml"
+    playbook.write_text("- hosts: localhost\n  gather_facts: false\n  tasks: []\n")
+    run = run_bounded(
+        ["ansible-playbook", "-vvvv", "-i", "localhost,", str(playbook)],
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    for callback in ("last_task", "verl_debug.cluster.warm_forks"):
+        assert f"Loading callback plugin {callback}" in run.stdout, callback

@@ -5,11 +5,10 @@ password lookup's lock file."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.local_play import run_local_play
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -17,11 +16,8 @@ PROJECT = Path(__file__).resolve().parents[2]
 def token_seen(tmp_path: Path, ray_auth_token: str = "") -> str:
     """ray_auth_token_value as a play on the controller templates it, for a token file in
     tmp_path."""
-    playbook = tmp_path / "token.yml"
     seen = tmp_path / "seen"
     play = {
-        "hosts": "localhost",
-        "gather_facts": False,
         "vars_files": [str(PROJECT / "roles/ray_defaults/vars/main.yml")],
         "vars": {
             "ray_auth_token": ray_auth_token,
@@ -31,14 +27,7 @@ def token_seen(tmp_path: Path, ray_auth_token: str = "") -> str:
             {"ansible.builtin.copy": {"content": "{{ ray_auth_token_value }}", "dest": str(seen)}}
         ],
     }
-    playbook.write_text(json.dumps([play]))
-    ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
-    run = subprocess.run(
-        [str(ansible_playbook), "-i", "localhost,", "-c", "local", str(playbook),
-         "-e", f"ansible_python_interpreter={sys.executable}"],
-        cwd=PROJECT, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    run_local_play(tmp_path, play)
     return seen.read_text()
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from ansible_collections.verl_debug.cluster.plugins.action import node_files as action
 
+from tests.local_play import run_local_play
+
 PROJECT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
     "node_files", PROJECT / "plugins/modules/node_files.py"
@@ -270,39 +272,23 @@ def test_a_template_entry_renders_as_the_template_lookup_does(tmp_path: Path) ->
         "{% for port in ports %}port {{ port }}\n{% endfor %}"
         "{{ ports | map('string') | join(',') }}\n\n"
     )
-    playbook = tmp_path / "render.yml"
-    playbook.write_text(f"""
-- hosts: localhost
-  gather_facts: false
-  vars:
-    node_name: a node
-    ports: [6379, 8265]
-  tasks:
-    - verl_debug.cluster.node_files:
-        entries:
-          - path: {tmp_path}/by-action
-            template: {tmp_path}/whole.j2
-    - verl_debug.cluster.node_files:
-        entries:
-          - path: {tmp_path}/by-lookup
-            content: "{{{{ lookup('ansible.builtin.template', '{tmp_path}/whole.j2') }}}}"
-    - verl_debug.cluster.node_files:
-        entries:
-          - path: {tmp_path}/both
-            template: {tmp_path}/whole.j2
-            content: text
-      register: both
-      ignore_errors: true
-    - ansible.builtin.assert:
-        that: both.msg == expected
-      vars:
-        expected: "{tmp_path}/both: give content or template '{tmp_path}/whole.j2', not both"
-""")
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-c", "local", str(playbook)],
-        cwd=PROJECT, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    whole = str(tmp_path / "whole.j2")
+
+    def task(path: str, **entry: str) -> dict:
+        return {"verl_debug.cluster.node_files": {"entries": [{"path": path, **entry}]}}
+
+    lookup = f"{{{{ lookup('ansible.builtin.template', '{whole}') }}}}"
+    both = f"{tmp_path}/both: give content or template '{whole}', not both"
+    tasks = [
+        task(f"{tmp_path}/by-action", template=whole),
+        task(f"{tmp_path}/by-lookup", content=lookup),
+        {**task(f"{tmp_path}/both", template=whole, content="text"), "register": "both",
+         "ignore_errors": True},
+        {"ansible.builtin.assert": {"that": "both.msg == expected"}, "vars": {"expected": both}},
+    ]  # fmt: skip
+    run_local_play(
+        tmp_path, {"vars": {"node_name": "a node", "ports": [6379, 8265]}, "tasks": tasks}
+    )
     rendered = (tmp_path / "by-action").read_text()
     assert rendered == (tmp_path / "by-lookup").read_text()
     # trim_blocks, as the template module has it: no newline after a block tag.

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.bounded import run_bounded
+from tests.local_play import run_local_play
 
 PROJECT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -37,15 +36,12 @@ def probe_facts(tmp_path: Path, pipelining: bool) -> tuple[dict, list[str]]:
         {"verl_debug.cluster.node_probe": probe, "register": "probed"},
         {"ansible.builtin.copy": {"content": "{{ probed.facts | to_json }}", "dest": str(facts)}},
     ]
-    playbook = tmp_path / "probe.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False,
-                                         "tasks": tasks}]))  # fmt: skip
-    done = run_bounded(
-        [str(ANSIBLE_PLAYBOOK), "-vvv", "-i", "localhost,", "-c", "local",
-         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-        timeout=120, cwd=PROJECT, env={**os.environ, "ANSIBLE_PIPELINING": str(pipelining)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = run_local_play(
+        tmp_path,
+        {"tasks": tasks},
+        "-vvv",
+        env={**os.environ, "ANSIBLE_PIPELINING": str(pipelining)},
+    )
     # Until the copy task: what the probe alone ran.
     probing = done.stdout.split("TASK [ansible.builtin.copy]")[0]
     ran = [

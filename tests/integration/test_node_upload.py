@@ -9,9 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
-from tests.bounded import run_bounded
+from tests.local_play import run_local_play
 
 PROJECT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -56,17 +54,7 @@ def test_a_file_is_sent_where_missing_or_of_another_size_and_nowhere_else(
             "vars": {"names": names},
         }
     )
-    playbook = tmp_path / "upload.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False,
-                                         "tasks": tasks}]))  # fmt: skip
-    interpreter = f"ansible_python_interpreter={sys.executable}"
-    local = ["-i", "localhost,", "-c", "local", "-e", interpreter]
-    done = run_bounded(
-        [str(ANSIBLE_PLAYBOOK), *local, str(playbook)],
-        timeout=120,
-        cwd=PROJECT,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_local_play(tmp_path, {"tasks": tasks})
     results = json.loads((tmp_path / "results.json").read_text())
 
     assert results["first"]["changed"] and results["first"]["size"] == 3 << 20
